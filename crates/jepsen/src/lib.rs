@@ -1,0 +1,1 @@
+//! Jepsen-style harness: real processes, faults, histories, checkers. Built by a later issue.

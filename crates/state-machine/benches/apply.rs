@@ -1,0 +1,2 @@
+//! Apply throughput benchmark (filled in below).
+fn main() {}

@@ -1,0 +1,223 @@
+//! The [`Command`] enum: every mutation the log can carry, one module per family.
+//! Each payload validates itself against [`Limits`] (at the edge, before proposing) and
+//! applies itself to the [`StateMachine`] (in log order, on every node).
+
+mod election;
+mod kv;
+mod lease;
+mod lock;
+mod semaphore;
+mod txn;
+mod wait;
+
+pub use election::{Campaign, Proclaim, Resign};
+pub use kv::{Delete, DeletePrefix, Put, PutSequential};
+pub use lease::{LeaseCheckpoint, LeaseExpire, LeaseGrant, LeaseRevoke};
+pub use lock::{ForceRelease, LockAcquire, LockRelease, Mode};
+pub use semaphore::{SemaphoreAcquire, SemaphoreRelease};
+pub use txn::{Compare, CompareOp, CompareTarget, Txn, TxnOp};
+pub use wait::{AcquireTimeout, Cancel, LockDelayElapsed};
+
+use crate::error::Error;
+use crate::ids::LeaseId;
+use crate::limits::Limits;
+use crate::machine::{Ctx, StateMachine};
+use crate::outcome::Response;
+use serde::{Deserialize, Serialize};
+
+/// A command with its optional idempotency key: the unit the log carries.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Proposal {
+    /// The client's `Idempotency-Key`: a repeat returns the first outcome.
+    pub idempotency_key: Option<String>,
+    /// The mutation.
+    pub command: Command,
+}
+
+impl From<Command> for Proposal {
+    fn from(command: Command) -> Proposal {
+        Proposal {
+            idempotency_key: None,
+            command,
+        }
+    }
+}
+
+impl Proposal {
+    /// Checks the key and the command against the SPEC §3 limits.
+    pub fn validate(&self, limits: &Limits) -> Result<(), Error> {
+        if let Some(key) = &self.idempotency_key {
+            limits.check_idempotency_key(key)?;
+        }
+        self.command.validate(limits)
+    }
+}
+
+/// Every mutation of the state machine.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    /// Grant a lease.
+    LeaseGrant(LeaseGrant),
+    /// Revoke a lease and everything it owns.
+    LeaseRevoke(LeaseRevoke),
+    /// Expire a lease (proposed by the leader's lease clock).
+    LeaseExpire(LeaseExpire),
+    /// Record remaining TTLs (proposed by the leader's lease clock).
+    LeaseCheckpoint(LeaseCheckpoint),
+    /// Put a key, optionally compare-and-set on `mod_revision`.
+    Put(Put),
+    /// Create a sequential key under a prefix.
+    PutSequential(PutSequential),
+    /// Delete a key, optionally compare-and-set.
+    Delete(Delete),
+    /// Delete every key under a prefix.
+    DeletePrefix(DeletePrefix),
+    /// An etcd-style transaction.
+    Txn(Txn),
+    /// Acquire a lock.
+    LockAcquire(LockAcquire),
+    /// Release a lock (or cancel a queued acquire).
+    LockRelease(LockRelease),
+    /// Acquire semaphore permits.
+    SemaphoreAcquire(SemaphoreAcquire),
+    /// Release semaphore permits.
+    SemaphoreRelease(SemaphoreRelease),
+    /// Campaign in an election.
+    Campaign(Campaign),
+    /// Change the leader's value.
+    Proclaim(Proclaim),
+    /// Give up leadership or candidacy.
+    Resign(Resign),
+    /// Withdraw a queued acquire (client gone).
+    Cancel(Cancel),
+    /// A blocking acquire's deadline passed (decided by the leader).
+    AcquireTimeout(AcquireTimeout),
+    /// Admin force-release of every holder.
+    ForceRelease(ForceRelease),
+    /// A lock-delay is due (decided by the leader).
+    LockDelayElapsed(LockDelayElapsed),
+}
+
+impl Command {
+    /// Checks the command against the SPEC §3 limits; a failure must never be proposed.
+    pub fn validate(&self, limits: &Limits) -> Result<(), Error> {
+        match self {
+            Command::LeaseGrant(c) => c.validate(limits),
+            Command::LeaseRevoke(_) | Command::LeaseExpire(_) | Command::LeaseCheckpoint(_) => {
+                Ok(())
+            }
+            Command::Put(c) => c.validate(limits),
+            Command::PutSequential(c) => c.validate(limits),
+            Command::Delete(c) => c.validate(limits),
+            Command::DeletePrefix(c) => c.validate(limits),
+            Command::Txn(c) => c.validate(limits),
+            Command::LockAcquire(c) => c.validate(limits),
+            Command::LockRelease(c) => c.validate(limits),
+            Command::SemaphoreAcquire(c) => c.validate(limits),
+            Command::SemaphoreRelease(c) => c.validate(limits),
+            Command::Campaign(c) => c.validate(limits),
+            Command::Proclaim(c) => c.validate(limits),
+            Command::Resign(c) => c.validate(limits),
+            Command::Cancel(c) => c.validate(limits),
+            Command::AcquireTimeout(c) => c.validate(limits),
+            Command::ForceRelease(c) => c.validate(limits),
+            Command::LockDelayElapsed(c) => c.validate(limits),
+        }
+    }
+
+    pub(crate) fn apply(self, sm: &mut StateMachine, ctx: &mut Ctx) -> Response {
+        match self {
+            Command::LeaseGrant(c) => c.apply(sm, ctx),
+            Command::LeaseRevoke(c) => c.apply(sm, ctx),
+            Command::LeaseExpire(c) => c.apply(sm, ctx),
+            Command::LeaseCheckpoint(c) => c.apply(sm),
+            Command::Put(c) => c.apply(sm, ctx),
+            Command::PutSequential(c) => c.apply(sm, ctx),
+            Command::Delete(c) => c.apply(sm, ctx),
+            Command::DeletePrefix(c) => c.apply(sm, ctx),
+            Command::Txn(c) => c.apply(sm, ctx),
+            Command::LockAcquire(c) => c.apply(sm, ctx),
+            Command::LockRelease(c) => c.apply(sm, ctx),
+            Command::SemaphoreAcquire(c) => c.apply(sm, ctx),
+            Command::SemaphoreRelease(c) => c.apply(sm, ctx),
+            Command::Campaign(c) => c.apply(sm, ctx),
+            Command::Proclaim(c) => c.apply(sm, ctx),
+            Command::Resign(c) => c.apply(sm, ctx),
+            Command::Cancel(c) => c.apply(sm, ctx),
+            Command::AcquireTimeout(c) => c.apply(sm, ctx),
+            Command::ForceRelease(c) => c.apply(sm, ctx),
+            Command::LockDelayElapsed(c) => c.apply(sm, ctx),
+        }
+    }
+
+    /// The command's kind, as logs and metrics name it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Command::LeaseGrant(_) => "lease_grant",
+            Command::LeaseRevoke(_) => "lease_revoke",
+            Command::LeaseExpire(_) => "lease_expire",
+            Command::LeaseCheckpoint(_) => "lease_checkpoint",
+            Command::Put(_) => "put",
+            Command::PutSequential(_) => "put_sequential",
+            Command::Delete(_) => "delete",
+            Command::DeletePrefix(_) => "delete_prefix",
+            Command::Txn(_) => "txn",
+            Command::LockAcquire(_) => "lock_acquire",
+            Command::LockRelease(_) => "lock_release",
+            Command::SemaphoreAcquire(_) => "semaphore_acquire",
+            Command::SemaphoreRelease(_) => "semaphore_release",
+            Command::Campaign(_) => "campaign",
+            Command::Proclaim(_) => "proclaim",
+            Command::Resign(_) => "resign",
+            Command::Cancel(_) => "cancel",
+            Command::AcquireTimeout(_) => "acquire_timeout",
+            Command::ForceRelease(_) => "force_release",
+            Command::LockDelayElapsed(_) => "lock_delay_elapsed",
+        }
+    }
+
+    /// The lease the command acts for, if any: it owns the command's idempotency outcome.
+    pub fn lease(&self) -> Option<LeaseId> {
+        match self {
+            Command::LockAcquire(c) => Some(c.lease),
+            Command::LockRelease(c) => Some(c.lease),
+            Command::SemaphoreAcquire(c) => Some(c.lease),
+            Command::SemaphoreRelease(c) => Some(c.lease),
+            Command::Campaign(c) => Some(c.lease),
+            Command::Proclaim(c) => Some(c.lease),
+            Command::Resign(c) => Some(c.lease),
+            Command::Cancel(c) => Some(c.lease),
+            Command::AcquireTimeout(c) => Some(c.lease),
+            Command::Put(c) => c.lease,
+            Command::PutSequential(c) => c.lease,
+            _ => None,
+        }
+    }
+
+    /// What the command is and what it targets, to refuse an idempotency key reused for a
+    /// different command.
+    pub(crate) fn fingerprint(&self) -> String {
+        let target = match self {
+            Command::LeaseGrant(c) => c.ttl_ms.to_string(),
+            Command::LeaseRevoke(c) => c.lease.to_string(),
+            Command::LeaseExpire(c) => c.lease.to_string(),
+            Command::LeaseCheckpoint(_) | Command::Txn(_) => String::new(),
+            Command::Put(c) => c.key.clone(),
+            Command::PutSequential(c) => c.prefix.clone(),
+            Command::Delete(c) => c.key.clone(),
+            Command::DeletePrefix(c) => c.prefix.clone(),
+            Command::LockAcquire(c) => c.name.clone(),
+            Command::LockRelease(c) => c.name.clone(),
+            Command::SemaphoreAcquire(c) => c.name.clone(),
+            Command::SemaphoreRelease(c) => c.name.clone(),
+            Command::Campaign(c) => c.name.clone(),
+            Command::Proclaim(c) => c.name.clone(),
+            Command::Resign(c) => c.name.clone(),
+            Command::Cancel(c) => c.resource.name.clone(),
+            Command::AcquireTimeout(c) => c.resource.name.clone(),
+            Command::ForceRelease(c) => c.resource.name.clone(),
+            Command::LockDelayElapsed(c) => c.resource.name.clone(),
+        };
+        format!("{} {target}", self.kind())
+    }
+}

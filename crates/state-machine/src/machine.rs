@@ -1,0 +1,246 @@
+//! [`StateMachine`]: the whole replicated state and its one entry point, [`StateMachine::apply`].
+
+use crate::command::{Command, Proposal};
+use crate::event::{Event, EventKind, EventWindow};
+use crate::idempotency::IdempotencyTable;
+use crate::ids::{Fence, LeaseId, Revision};
+use crate::keyspace::{Keyspace, Record};
+use crate::lease::Lease;
+use crate::limits::Bounds;
+use crate::outcome::{Applied, Rejection, Response};
+use crate::resource::{Resource, ResourceId, ResourceKind};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The replicated state: revisions, leases, keys, locks, semaphores, elections, the
+/// idempotency table and the event window. Pure: no I/O, no clock, no randomness.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateMachine {
+    pub(crate) bounds: Bounds,
+    pub(crate) revision: Revision,
+    pub(crate) next_lease_id: u64,
+    pub(crate) leases: BTreeMap<LeaseId, Lease>,
+    pub(crate) keys: Keyspace,
+    pub(crate) resources: BTreeMap<ResourceId, Resource>,
+    /// Resources with a pending lock-delay, so the leader finds them without a scan.
+    pub(crate) delayed: BTreeSet<ResourceId>,
+    pub(crate) idempotency: IdempotencyTable,
+    pub(crate) events: EventWindow,
+    pub(crate) tallies: Tallies,
+}
+
+/// Running counts per resource kind, kept so metrics never scan.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Tallies {
+    pub(crate) resources: [u64; 3],
+    pub(crate) holders: [u64; 3],
+    pub(crate) waiters: [u64; 3],
+}
+
+pub(crate) fn slot(kind: ResourceKind) -> usize {
+    match kind {
+        ResourceKind::Lock => 0,
+        ResourceKind::Semaphore => 1,
+        ResourceKind::Election => 2,
+    }
+}
+
+/// The revision a command is building and the events it has emitted so far. The
+/// revision is committed only if at least one event was emitted: a command that changes
+/// nothing leaves the revision where it was.
+pub(crate) struct Ctx {
+    pub(crate) revision: Revision,
+    pub(crate) events: Vec<Event>,
+}
+
+impl Ctx {
+    pub(crate) fn emit(&mut self, kind: EventKind) {
+        self.events.push(Event {
+            revision: self.revision,
+            kind,
+        });
+    }
+
+    /// The fence of a grant made by this command.
+    pub(crate) fn fence(&self) -> Fence {
+        self.revision.fence()
+    }
+}
+
+impl Default for StateMachine {
+    fn default() -> StateMachine {
+        StateMachine::new(Bounds::default())
+    }
+}
+
+impl StateMachine {
+    /// An empty state with the given table bounds (every node of a cluster must use the same).
+    pub fn new(bounds: Bounds) -> StateMachine {
+        StateMachine {
+            bounds,
+            revision: Revision(0),
+            next_lease_id: 1,
+            leases: BTreeMap::new(),
+            keys: Keyspace::default(),
+            resources: BTreeMap::new(),
+            delayed: BTreeSet::new(),
+            idempotency: IdempotencyTable::default(),
+            events: EventWindow::default(),
+            tallies: Tallies::default(),
+        }
+    }
+
+    /// Applies one proposal. Deterministic: the same proposals in the same order give the
+    /// same responses, events and state on every node.
+    pub fn apply(&mut self, proposal: Proposal) -> Applied {
+        let Proposal {
+            idempotency_key,
+            command,
+        } = proposal;
+        let mut fingerprint = None;
+        if let Some(key) = &idempotency_key {
+            let print = command.fingerprint();
+            if let Some(entry) = self.idempotency.get(key) {
+                return self.replay(entry.fingerprint == print, key);
+            }
+            fingerprint = Some(print);
+        }
+        let named_lease = command.lease();
+        let mut ctx = Ctx {
+            revision: self.revision.next(),
+            events: Vec::new(),
+        };
+        let response = command.apply(self, &mut ctx);
+        if !ctx.events.is_empty() {
+            self.revision = ctx.revision;
+            self.events.append(&ctx.events, self.revision, &self.bounds);
+            self.idempotency.prune(self.revision, &self.bounds);
+        }
+        if let (Some(key), Some(fingerprint)) = (idempotency_key, fingerprint) {
+            let owner = match &response {
+                Response::LeaseGranted { lease, .. } => Some(*lease),
+                _ => named_lease.filter(|l| self.leases.contains_key(l)),
+            };
+            self.remember(key, fingerprint, response.clone(), owner);
+        }
+        if cfg!(debug_assertions) {
+            self.check_invariants();
+        }
+        Applied {
+            revision: self.revision,
+            response,
+            events: ctx.events,
+            replayed: false,
+        }
+    }
+
+    fn replay(&self, same_command: bool, key: &str) -> Applied {
+        let (revision, response, replayed) = match self.idempotency.get(key) {
+            Some(entry) if same_command => (entry.revision, entry.response.clone(), true),
+            _ => (
+                self.revision,
+                Response::Rejected(Rejection::IdempotencyKeyReused),
+                false,
+            ),
+        };
+        Applied {
+            revision,
+            response,
+            events: Vec::new(),
+            replayed,
+        }
+    }
+
+    fn remember(
+        &mut self,
+        key: String,
+        fingerprint: String,
+        response: Response,
+        owner: Option<LeaseId>,
+    ) {
+        let seq = self
+            .idempotency
+            .insert(key.clone(), self.revision, fingerprint, response, owner);
+        if let Some(lease) = owner.and_then(|l| self.leases.get_mut(&l)) {
+            lease.idempotency.insert(seq, key);
+            if lease.idempotency.len() > self.bounds.idempotency_per_lease_max
+                && let Some((_, shed)) = lease.idempotency.pop_first()
+            {
+                self.idempotency.disown(&shed);
+            }
+        }
+        self.idempotency.prune(self.revision, &self.bounds);
+    }
+
+    /// Writes a key at the command's revision. The caller has checked that `lease`, if
+    /// any, exists.
+    pub(crate) fn put_key(
+        &mut self,
+        ctx: &mut Ctx,
+        key: String,
+        value: String,
+        lease: Option<LeaseId>,
+    ) -> (Revision, u64) {
+        let revision = ctx.revision;
+        let previous_lease = self.keys.get(&key).and_then(|r| r.lease);
+        if previous_lease != lease {
+            if let Some(old) = previous_lease.and_then(|l| self.leases.get_mut(&l)) {
+                old.keys.remove(&key);
+            }
+            if let Some(new) = lease.and_then(|l| self.leases.get_mut(&l)) {
+                new.keys.insert(key.clone());
+            }
+        }
+        let record = self
+            .keys
+            .records
+            .entry(key.clone())
+            .and_modify(|r| {
+                r.mod_revision = revision;
+                r.version = r.version.saturating_add(1);
+                r.lease = lease;
+            })
+            .or_insert_with(|| Record {
+                value: String::new(),
+                create_revision: revision,
+                mod_revision: revision,
+                version: 1,
+                lease,
+            });
+        record.value.clone_from(&value);
+        let (create_revision, version) = (record.create_revision, record.version);
+        ctx.emit(EventKind::KeyPut {
+            key,
+            value,
+            create_revision,
+            version,
+            lease,
+        });
+        (create_revision, version)
+    }
+
+    /// Deletes a key at the command's revision; false if it did not exist.
+    pub(crate) fn delete_key(&mut self, ctx: &mut Ctx, key: &str) -> bool {
+        let Some(record) = self.keys.records.remove(key) else {
+            return false;
+        };
+        if let Some(lease) = record.lease.and_then(|l| self.leases.get_mut(&l)) {
+            lease.keys.remove(key);
+        }
+        ctx.emit(EventKind::KeyDeleted {
+            key: key.to_owned(),
+            lease: record.lease,
+        });
+        true
+    }
+
+    /// The bounds this machine was built with.
+    pub fn bounds(&self) -> &Bounds {
+        &self.bounds
+    }
+
+    /// Applies a bare command with no idempotency key.
+    pub fn apply_command(&mut self, command: Command) -> Applied {
+        self.apply(Proposal::from(command))
+    }
+}

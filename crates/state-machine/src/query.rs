@@ -1,0 +1,262 @@
+//! Read-only queries. None changes the state or the revision; the node answers them from
+//! its applied state (after a read-index round for linearizable reads).
+
+use crate::claims::holder_info;
+use crate::event::{Event, EventFilter};
+use crate::ids::{Fence, LeaseId, Revision};
+use crate::keyspace::KeyValue;
+use crate::lease::{LeaseClockEntry, LeaseInfo};
+use crate::machine::{StateMachine, slot};
+use crate::outcome::{HolderInfo, LockState, Rejection, WaiterInfo};
+use crate::resource::{LockDelay, Policy, Resource, ResourceId, ResourceKind};
+use serde::{Deserialize, Serialize};
+use std::ops::Bound;
+
+/// The answer to a fence check (Chubby's CheckSequencer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FenceCheck {
+    /// Whether the fence belongs to a current holder.
+    pub current: bool,
+    /// The highest current holder's fence, if any holder exists.
+    pub fence: Option<Fence>,
+}
+
+/// One resource in a listing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockSummary {
+    /// Which resource.
+    pub resource: ResourceId,
+    /// Current holders.
+    pub holders: Vec<HolderInfo>,
+    /// Waiters queued.
+    pub queue_len: u64,
+    /// Whether a lock-delay is pending.
+    pub delayed: bool,
+}
+
+/// A queued claim with a wait deadline, for a new leader to re-arm the timeout.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingWait {
+    /// The resource.
+    pub resource: ResourceId,
+    /// The waiter's lease.
+    pub lease: LeaseId,
+    /// The waiter's owner.
+    pub owner: String,
+    /// Its enqueue revision.
+    pub enqueued: Revision,
+    /// The wait it asked for.
+    pub wait_ms: u64,
+}
+
+/// Sizes for metrics, all O(1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// The current revision.
+    pub revision: Revision,
+    /// Keys stored.
+    pub keys: u64,
+    /// Live leases.
+    pub leases: u64,
+    /// Locks, semaphores, elections with a holder, waiter or delay.
+    pub locks: u64,
+    /// Semaphores in use.
+    pub semaphores: u64,
+    /// Elections in use.
+    pub elections: u64,
+    /// Lock holds.
+    pub lock_holders: u64,
+    /// Semaphore holds.
+    pub semaphore_holders: u64,
+    /// Election leaders.
+    pub election_leaders: u64,
+    /// Queued claims, all kinds.
+    pub waiters: u64,
+    /// Pending lock-delays.
+    pub lock_delays: u64,
+    /// Events in the watch window.
+    pub events: u64,
+    /// The oldest revision a watch can start from.
+    pub oldest_event_revision: Revision,
+    /// Remembered idempotency outcomes.
+    pub idempotency_entries: u64,
+}
+
+impl StateMachine {
+    /// The current revision.
+    pub fn revision(&self) -> Revision {
+        self.revision
+    }
+
+    /// One key.
+    pub fn get(&self, key: &str) -> Option<KeyValue> {
+        self.keys.get(key).map(|r| r.to_key_value(key))
+    }
+
+    /// Up to `limit` keys under `prefix` in key order, and whether more remain.
+    pub fn range(&self, prefix: &str, limit: usize) -> (Vec<KeyValue>, bool) {
+        self.keys.range(prefix, limit)
+    }
+
+    /// A lock's, semaphore's or election's holders and queue in grant order.
+    pub fn lock_state(&self, id: &ResourceId) -> Option<LockState> {
+        let res = self.resources.get(id)?;
+        Some(LockState {
+            resource: id.clone(),
+            holders: holders(res),
+            queue: res
+                .queue
+                .iter()
+                .map(|(enqueued, w)| WaiterInfo {
+                    lease: w.claimant.lease,
+                    owner: w.claimant.owner.clone(),
+                    demand: w.demand,
+                    enqueued: *enqueued,
+                    wait_ms: w.wait_ms,
+                })
+                .collect(),
+            limit: match res.policy {
+                Policy::Semaphore { limit } => Some(limit),
+                Policy::Lock | Policy::Election => None,
+            },
+            delay: res.delay,
+        })
+    }
+
+    /// Up to `limit` resources of `kind` whose names start with `prefix`, after `after`.
+    pub fn list_resources(
+        &self,
+        kind: ResourceKind,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Vec<LockSummary> {
+        let start = ResourceId {
+            kind,
+            name: after.unwrap_or(prefix).to_owned(),
+        };
+        let lower = match after {
+            Some(_) => Bound::Excluded(start),
+            None => Bound::Included(start),
+        };
+        self.resources
+            .range((lower, Bound::Unbounded))
+            .take_while(|(id, _)| id.kind == kind && id.name.starts_with(prefix))
+            .take(limit)
+            .map(|(id, res)| LockSummary {
+                resource: id.clone(),
+                holders: holders(res),
+                queue_len: res.queue.len() as u64,
+                delayed: res.delay.is_some(),
+            })
+            .collect()
+    }
+
+    /// Whether `fence` is a current grant of the resource.
+    pub fn check_fence(&self, id: &ResourceId, fence: Fence) -> FenceCheck {
+        let Some(res) = self.resources.get(id) else {
+            return FenceCheck {
+                current: false,
+                fence: None,
+            };
+        };
+        FenceCheck {
+            current: res.holders.values().any(|h| h.fence == fence),
+            fence: res.holders.values().map(|h| h.fence).max(),
+        }
+    }
+
+    /// A lease and what it owns.
+    pub fn lease(&self, id: LeaseId) -> Option<LeaseInfo> {
+        let lease = self.leases.get(&id)?;
+        Some(LeaseInfo {
+            lease: id,
+            ttl_ms: lease.ttl_ms,
+            granted: lease.granted,
+            checkpoint_remaining_ms: lease.checkpoint_remaining_ms,
+            keys: lease.keys.iter().cloned().collect(),
+            claims: lease
+                .claims
+                .iter()
+                .map(|c| (c.resource.clone(), c.owner.clone()))
+                .collect(),
+        })
+    }
+
+    /// Every live lease with what the leader's lease clock needs, in id order.
+    pub fn lease_clock(&self) -> Vec<LeaseClockEntry> {
+        self.leases
+            .iter()
+            .map(|(id, l)| LeaseClockEntry {
+                lease: *id,
+                ttl_ms: l.ttl_ms,
+                checkpoint_remaining_ms: l.checkpoint_remaining_ms,
+            })
+            .collect()
+    }
+
+    /// Whether a lease is live.
+    pub fn has_lease(&self, id: LeaseId) -> bool {
+        self.leases.contains_key(&id)
+    }
+
+    /// Resources under a lock-delay, with what the leader needs to time its end.
+    pub fn pending_lock_delays(&self) -> Vec<(ResourceId, LockDelay)> {
+        self.delayed
+            .iter()
+            .filter_map(|id| Some((id.clone(), self.resources.get(id)?.delay?)))
+            .collect()
+    }
+
+    /// Every queued claim with its wait, for a new leader to re-arm the deadlines. O(waiters).
+    pub fn pending_waits(&self) -> Vec<PendingWait> {
+        self.resources
+            .iter()
+            .flat_map(|(id, res)| {
+                res.queue.iter().map(move |(enqueued, w)| PendingWait {
+                    resource: id.clone(),
+                    lease: w.claimant.lease,
+                    owner: w.claimant.owner.clone(),
+                    enqueued: *enqueued,
+                    wait_ms: w.wait_ms,
+                })
+            })
+            .collect()
+    }
+
+    /// Events at or after `from` passing `filter`, cut between revisions once `limit` is
+    /// reached; `Compacted` with the oldest revision held if `from` is older.
+    pub fn events_since(
+        &self,
+        from: Revision,
+        filter: &EventFilter,
+        limit: usize,
+    ) -> Result<Vec<Event>, Rejection> {
+        self.events.since(from, filter, limit)
+    }
+
+    /// Sizes for metrics.
+    pub fn counts(&self) -> Counts {
+        let t = &self.tallies;
+        Counts {
+            revision: self.revision,
+            keys: self.keys.records.len() as u64,
+            leases: self.leases.len() as u64,
+            locks: t.resources[slot(ResourceKind::Lock)],
+            semaphores: t.resources[slot(ResourceKind::Semaphore)],
+            elections: t.resources[slot(ResourceKind::Election)],
+            lock_holders: t.holders[slot(ResourceKind::Lock)],
+            semaphore_holders: t.holders[slot(ResourceKind::Semaphore)],
+            election_leaders: t.holders[slot(ResourceKind::Election)],
+            waiters: t.waiters.iter().sum(),
+            lock_delays: self.delayed.len() as u64,
+            events: self.events.events.len() as u64,
+            oldest_event_revision: self.events.oldest(),
+            idempotency_entries: self.idempotency.entries.len() as u64,
+        }
+    }
+}
+
+fn holders(res: &Resource) -> Vec<HolderInfo> {
+    res.holders.iter().map(|(c, h)| holder_info(c, h)).collect()
+}
