@@ -400,3 +400,113 @@ impl EventWindow {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::*;
+    use crate::*;
+
+    #[test]
+    fn revision_increments_once_per_changing_command_and_not_on_refusals() {
+        let mut sm = StateMachine::default();
+        let a = grant(&mut sm, 10_000);
+        assert_eq!(sm.revision(), Revision(1));
+        acquire(&mut sm, "L", a, "w", 0);
+        assert_eq!(sm.revision(), Revision(2));
+        let b = grant(&mut sm, 10_000);
+        acquire(&mut sm, "L", b, "w", 0); // refused: lock_held
+        assert_eq!(sm.revision(), Revision(3));
+        let applied = sm.apply_command(Command::LeaseRevoke(LeaseRevoke { lease: a }));
+        assert_eq!(applied.revision, Revision(4));
+        assert!(applied.events.len() >= 2);
+    }
+
+    #[test]
+    fn every_revision_has_events_and_queries_filter_them() {
+        let mut sm = StateMachine::default();
+        let a = grant(&mut sm, 10_000);
+        put(&mut sm, "app/x", "1", None);
+        put(&mut sm, "other", "2", Some(a));
+        acquire(&mut sm, "L", a, "w", 0);
+        let all = sm
+            .events_since(Revision(1), &EventFilter::All, 100)
+            .unwrap();
+        let revisions: Vec<u64> = all.iter().map(|e| e.revision.0).collect();
+        assert_eq!(revisions, [1, 2, 3, 4]);
+        let names: Vec<String> = all.iter().map(|e| e.kind.name()).collect();
+        assert_eq!(
+            names,
+            ["lease_granted", "key_put", "key_put", "lock_granted"]
+        );
+        let by_prefix = sm.events_since(Revision(1), &EventFilter::Prefix("app/".into()), 100);
+        assert_eq!(by_prefix.unwrap().len(), 1);
+        let by_key = sm.events_since(Revision(3), &EventFilter::Key("other".into()), 100);
+        assert_eq!(by_key.unwrap().len(), 1);
+        let by_lock = sm.events_since(
+            Revision(1),
+            &EventFilter::Resource(ResourceId::lock("L")),
+            100,
+        );
+        assert_eq!(by_lock.unwrap().len(), 1);
+        // The lease filter sees the lease and everything it owns.
+        let by_lease = sm
+            .events_since(Revision(1), &EventFilter::Lease(a), 100)
+            .unwrap();
+        assert_eq!(by_lease.len(), 3);
+        revoke(&mut sm, a);
+        let after = sm
+            .events_since(Revision(5), &EventFilter::Lease(a), 100)
+            .unwrap();
+        let names: Vec<String> = after.iter().map(|e| e.kind.name()).collect();
+        assert_eq!(names, ["lease_revoked", "key_deleted", "lock_released"]);
+    }
+
+    #[test]
+    fn event_window_compacts_whole_revisions_and_reports_the_oldest() {
+        let mut sm = StateMachine::new(Bounds {
+            event_window_revisions: 3,
+            ..Bounds::default()
+        });
+        for i in 0..6 {
+            put(&mut sm, "k", &i.to_string(), None);
+        }
+        assert_eq!(
+            sm.events_since(Revision(3), &EventFilter::All, 10),
+            Err(Rejection::Compacted {
+                oldest: Revision(4)
+            })
+        );
+        let held = sm.events_since(Revision(4), &EventFilter::All, 10).unwrap();
+        assert_eq!(held.len(), 3);
+        assert_eq!(sm.counts().oldest_event_revision, Revision(4));
+    }
+
+    #[test]
+    fn event_window_is_bounded_in_bytes() {
+        let mut sm = StateMachine::new(Bounds {
+            event_window_bytes_max: 4_096,
+            ..Bounds::default()
+        });
+        for _ in 0..10 {
+            put(&mut sm, "k", &"v".repeat(1_000), None);
+        }
+        let counts = sm.counts();
+        assert!(counts.events <= 4, "held {} events", counts.events);
+        assert!(counts.oldest_event_revision > Revision(1));
+    }
+
+    #[test]
+    fn event_query_limit_cuts_only_between_revisions() {
+        let mut sm = StateMachine::default();
+        for k in ["a/1", "a/2", "a/3"] {
+            put(&mut sm, k, "v", None);
+        }
+        sm.apply_command(Command::DeletePrefix(DeletePrefix {
+            prefix: "a/".into(),
+        }));
+        let first = sm.events_since(Revision(1), &EventFilter::All, 4).unwrap();
+        // Revision 4 holds three deletes: all of them come, never half.
+        assert_eq!(first.len(), 6);
+        assert!(first.iter().skip(3).all(|e| e.revision == Revision(4)));
+    }
+}

@@ -112,3 +112,135 @@ fn approx_bytes(key: &str, fingerprint: &str, response: &Response) -> usize {
     let payload = bincode::serialized_size(response).unwrap_or(0) as usize;
     ENTRY_OVERHEAD_BYTES + key.len() + fingerprint.len() + payload
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::*;
+    use crate::*;
+
+    fn keyed(key: &str, command: Command) -> Proposal {
+        Proposal {
+            idempotency_key: Some(key.into()),
+            command,
+        }
+    }
+
+    #[test]
+    fn idempotent_retry_of_acquire_never_queues_twice_or_bumps_the_count_twice() {
+        let mut sm = StateMachine::default();
+        let [a, b] = [0; 2].map(|_| grant(&mut sm, 10_000));
+        let first = sm.apply(keyed("k1", lock_cmd("L", a, "w", Mode::Exclusive, 0)));
+        let retry = sm.apply(keyed("k1", lock_cmd("L", a, "w", Mode::Exclusive, 0)));
+        assert!(retry.replayed);
+        assert_eq!(retry.response, first.response);
+        assert_eq!(retry.revision, first.revision);
+        assert!(retry.events.is_empty());
+        assert_eq!(
+            sm.lock_state(&ResourceId::lock("L")).unwrap().holders[0].count,
+            1
+        );
+        let queued = sm.apply(keyed("k2", lock_cmd("L", b, "w", Mode::Exclusive, 5_000)));
+        let rev = sm.revision();
+        let again = sm.apply(keyed("k2", lock_cmd("L", b, "w", Mode::Exclusive, 5_000)));
+        assert_eq!(again.response, queued.response);
+        assert_eq!(sm.revision(), rev);
+        assert_eq!(
+            sm.lock_state(&ResourceId::lock("L")).unwrap().queue.len(),
+            1
+        );
+    }
+
+    #[test]
+    fn idempotent_retry_returns_the_first_outcome_even_after_the_state_moved_on() {
+        let mut sm = StateMachine::default();
+        let put = |v: &str| {
+            keyed(
+                "p",
+                Command::Put(Put {
+                    key: "k".into(),
+                    value: v.into(),
+                    lease: None,
+                    prev_revision: Some(Revision(0)),
+                }),
+            )
+        };
+        let first = sm.apply(put("v"));
+        assert!(matches!(first.response, Response::Put { .. }));
+        // Without the key, the same CAS would now fail; with it, the first outcome returns.
+        let retry = sm.apply(put("v"));
+        assert_eq!(retry.response, first.response);
+        assert_eq!(sm.get("k").unwrap().version, 1);
+    }
+
+    #[test]
+    fn idempotency_key_reused_for_another_command_is_refused() {
+        let mut sm = StateMachine::default();
+        let a = grant(&mut sm, 10_000);
+        sm.apply(keyed("k", lock_cmd("L", a, "w", Mode::Exclusive, 0)));
+        let before = sm.clone();
+        let other = sm.apply(keyed("k", lock_cmd("M", a, "w", Mode::Exclusive, 0)));
+        assert_eq!(
+            other.response,
+            Response::Rejected(Rejection::IdempotencyKeyReused)
+        );
+        assert_eq!(sm, before);
+    }
+
+    #[test]
+    fn idempotency_outcomes_owned_by_a_lease_go_with_it() {
+        let mut sm = StateMachine::default();
+        let a = grant(&mut sm, 10_000);
+        sm.apply(keyed("k", lock_cmd("L", a, "w", Mode::Exclusive, 0)));
+        assert_eq!(sm.counts().idempotency_entries, 1);
+        revoke(&mut sm, a);
+        assert_eq!(sm.counts().idempotency_entries, 0);
+    }
+
+    #[test]
+    fn idempotency_window_is_bounded_in_entries_and_revisions() {
+        let mut sm = StateMachine::new(Bounds {
+            idempotency_entries_max: 3,
+            idempotency_window_revisions: 5,
+            ..Bounds::default()
+        });
+        for i in 0..5 {
+            sm.apply(keyed(&format!("k{i}"), put_cmd("x", &i.to_string())));
+        }
+        assert_eq!(sm.counts().idempotency_entries, 3, "entry bound");
+        for _ in 0..5 {
+            put(&mut sm, "y", "v", None);
+        }
+        assert_eq!(sm.counts().idempotency_entries, 0, "revision window");
+    }
+
+    #[test]
+    fn idempotency_per_lease_bound_moves_the_oldest_to_the_shared_window() {
+        let mut sm = StateMachine::new(Bounds {
+            idempotency_per_lease_max: 2,
+            ..Bounds::default()
+        });
+        let a = grant(&mut sm, 10_000);
+        for i in 0..4 {
+            sm.apply(keyed(
+                &format!("k{i}"),
+                lock_cmd("L", a, "w", Mode::Exclusive, 0),
+            ));
+        }
+        assert_eq!(
+            sm.lease(a).map(|_| sm.counts().idempotency_entries),
+            Some(4)
+        );
+        revoke(&mut sm, a);
+        // The two the lease shed stay in the shared window; its own two went with it.
+        assert_eq!(sm.counts().idempotency_entries, 2);
+    }
+
+    fn put_cmd(key: &str, value: &str) -> Command {
+        Command::Put(Put {
+            key: key.into(),
+            value: value.into(),
+            lease: None,
+            prev_revision: None,
+        })
+    }
+}
