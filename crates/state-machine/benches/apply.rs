@@ -74,7 +74,9 @@ fn uncontended(cycles: u64) {
 fn handoff(waiters: u64, handoffs: u64) {
     const ROUNDS: u64 = 10;
     let mut sm = StateMachine::default();
-    let leases: Vec<LeaseId> = (0..=waiters + ROUNDS * handoffs).map(|_| grant(&mut sm)).collect();
+    let leases: Vec<LeaseId> = (0..=waiters + ROUNDS * handoffs)
+        .map(|_| grant(&mut sm))
+        .collect();
     sm.apply_command(acquire("hot", leases[0], 0));
     for lease in &leases[1..] {
         sm.apply_command(acquire("hot", *lease, 60_000));
@@ -112,7 +114,9 @@ fn lease_expiry(locks: u64) {
     let start = Instant::now();
     let applied = sm.apply_command(Command::LeaseExpire(LeaseExpire { lease: doomed }));
     let elapsed = start.elapsed();
-    assert!(matches!(applied.response, Response::LeaseEnded { holds_released, .. } if holds_released == locks));
+    assert!(
+        matches!(applied.response, Response::LeaseEnded { holds_released, .. } if holds_released == locks)
+    );
     println!(
         "lease expiry releasing {locks} locks (and granting {locks} waiters): {:.3} ms, {} events in one revision",
         elapsed.as_secs_f64() * 1e3,

@@ -12,6 +12,27 @@
 //! commands proposed by the leader. Only ordered collections shape results, so every node
 //! applying the same log holds byte-identical state.
 //!
+//! ```
+//! use baton_state_machine::*;
+//!
+//! let mut sm = StateMachine::default();
+//! let Response::LeaseGranted { lease, .. } =
+//!     sm.apply_command(Command::LeaseGrant(LeaseGrant { ttl_ms: 10_000 })).response
+//! else { unreachable!() };
+//! let acquire = Command::LockAcquire(LockAcquire {
+//!     name: "jobs/report".into(),
+//!     lease,
+//!     owner: "worker-3".into(),
+//!     mode: Mode::Exclusive,
+//!     wait_ms: 0,
+//!     lock_delay_ms: 0,
+//! });
+//! let applied = sm.apply_command(acquire);
+//! let Response::Granted(grant) = applied.response else { unreachable!() };
+//! // The fence is the revision of the grant: pass it to downstream storage.
+//! assert_eq!(grant.fence, applied.revision.fence());
+//! ```
+//!
 //! # Layout
 //! - `machine.rs`: [`StateMachine`], `apply`, key writes shared by commands.
 //! - `command/`: the [`Command`] enum and one module per family (lease, kv, txn, lock,

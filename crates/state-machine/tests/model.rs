@@ -4,6 +4,8 @@
 //! and every lock's holders and queue order; invariants run inside `apply` (debug build);
 //! fences of exclusive grants strictly increase per lock; snapshots round-trip.
 
+#![allow(clippy::unwrap_used)] // a test: a missing value is a failure to report
+
 use baton_state_machine::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
