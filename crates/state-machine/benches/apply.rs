@@ -32,7 +32,7 @@ fn acquire(name: &str, lease: LeaseId, wait_ms: u64) -> Command {
 }
 
 fn release(name: &str, lease: LeaseId) -> Command {
-    Command::LockRelease(LockRelease {
+    Command::LockRelease(Release {
         name: name.into(),
         lease,
         owner: "worker".into(),

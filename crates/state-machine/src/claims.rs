@@ -99,12 +99,14 @@ impl StateMachine {
         }
         Response::Granted(Grant {
             resource: id,
-            lease: claimant.lease,
-            owner: claimant.owner,
-            demand: req.demand,
-            fence,
-            count: 1,
-            value: req.value,
+            holder: HolderInfo {
+                lease: claimant.lease,
+                owner: claimant.owner,
+                demand: req.demand,
+                fence,
+                count: 1,
+                value: req.value,
+            },
         })
     }
 
@@ -500,12 +502,7 @@ fn reenter(
 pub(crate) fn grant_of(id: &ResourceId, claimant: &Claimant, holder: &Holder) -> Grant {
     Grant {
         resource: id.clone(),
-        lease: claimant.lease,
-        owner: claimant.owner.clone(),
-        demand: holder.demand,
-        fence: holder.fence,
-        count: holder.count,
-        value: holder.value.clone(),
+        holder: holder_info(claimant, holder),
     }
 }
 

@@ -74,10 +74,7 @@ impl StateMachine {
                 ensure!(bound, "lease {id} lists key {key:?} not bound to it");
             }
             for ClaimRef { resource, owner } in &lease.claims {
-                let claimant = Claimant {
-                    lease: *id,
-                    owner: owner.clone(),
-                };
+                let claimant = Claimant::new(*id, owner.clone());
                 let present = self.resources.get(resource).is_some_and(|r| {
                     r.holders.contains_key(&claimant) || r.queued.contains_key(&claimant)
                 });

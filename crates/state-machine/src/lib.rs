@@ -30,7 +30,7 @@
 //! let applied = sm.apply_command(acquire);
 //! let Response::Granted(grant) = applied.response else { unreachable!() };
 //! // The fence is the revision of the grant: pass it to downstream storage.
-//! assert_eq!(grant.fence, applied.revision.fence());
+//! assert_eq!(grant.holder.fence, applied.revision.fence());
 //! ```
 //!
 //! # Layout

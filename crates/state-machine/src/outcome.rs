@@ -25,18 +25,8 @@ pub struct Applied {
 pub struct Grant {
     /// The resource granted.
     pub resource: ResourceId,
-    /// The holder's lease.
-    pub lease: LeaseId,
-    /// The holder's owner string.
-    pub owner: String,
-    /// What was granted.
-    pub demand: Demand,
-    /// The fencing token: the revision of the grant.
-    pub fence: Fence,
-    /// The re-entrant count.
-    pub count: u32,
-    /// The election value, for elections.
-    pub value: Option<String>,
+    /// The holder: lease, owner, mode, fence (the revision of the grant), count, value.
+    pub holder: HolderInfo,
 }
 
 /// A holder as shown by lock state and refusals.

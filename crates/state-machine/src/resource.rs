@@ -73,6 +73,16 @@ pub struct Claimant {
     pub owner: String,
 }
 
+impl Claimant {
+    /// A lease's owner.
+    pub fn new(lease: LeaseId, owner: impl Into<String>) -> Claimant {
+        Claimant {
+            lease,
+            owner: owner.into(),
+        }
+    }
+}
+
 /// What a claim asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Demand {

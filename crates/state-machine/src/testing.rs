@@ -76,7 +76,7 @@ pub(crate) fn release_cmd(
     owner: &str,
     fence: Option<Fence>,
 ) -> Command {
-    Command::LockRelease(LockRelease {
+    Command::LockRelease(Release {
         name: name.into(),
         lease,
         owner: owner.into(),

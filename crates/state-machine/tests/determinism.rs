@@ -70,7 +70,7 @@ fn command(rng: &mut XorShift, grants: &mut u64) -> Proposal {
             wait_ms: rng.below(2) * 1_000,
             lock_delay_ms: rng.below(2) * 500,
         }),
-        10 => Command::LockRelease(LockRelease {
+        10 => Command::LockRelease(Release {
             name,
             lease,
             owner,
@@ -84,7 +84,7 @@ fn command(rng: &mut XorShift, grants: &mut u64) -> Proposal {
             permits: 1 + rng.below(3) as u32,
             wait_ms: 1_000,
         }),
-        12 => Command::SemaphoreRelease(SemaphoreRelease {
+        12 => Command::SemaphoreRelease(Release {
             name,
             lease,
             owner,

@@ -288,8 +288,8 @@ impl Model {
 fn kind(response: &Response) -> Kind {
     match response {
         Response::Granted(g) => Kind::Granted {
-            fence: g.fence.0,
-            count: g.count,
+            fence: g.holder.fence.0,
+            count: g.holder.count,
         },
         Response::Queued { enqueued, .. } => Kind::Queued {
             enqueued: enqueued.0,
@@ -395,7 +395,7 @@ fn step(sm: &mut StateMachine, model: &mut Model, op: &Op) -> Applied {
         Op::Release { lock, lease, owner } => {
             let lease = model.lease_at(*lease);
             let expected = model.release(LOCKS[*lock], lease, OWNERS[*owner]);
-            let command = Command::LockRelease(LockRelease {
+            let command = Command::LockRelease(Release {
                 name: LOCKS[*lock].into(),
                 lease: LeaseId(lease),
                 owner: OWNERS[*owner].into(),

@@ -51,10 +51,7 @@ pub struct Resign {
 }
 
 fn candidate(lease: LeaseId) -> Claimant {
-    Claimant {
-        lease,
-        owner: String::new(),
-    }
+    Claimant::new(lease, String::new())
 }
 
 impl Campaign {

@@ -7,7 +7,7 @@ use crate::ids::{Fence, LeaseId};
 use crate::limits::Limits;
 use crate::machine::{Ctx, StateMachine};
 use crate::outcome::Response;
-use crate::resource::{Claimant, Demand, Policy, ResourceId};
+use crate::resource::{Claimant, Demand, Policy, ResourceId, ResourceKind};
 use serde::{Deserialize, Serialize};
 
 /// A lock mode.
@@ -39,10 +39,11 @@ pub struct LockAcquire {
     pub lock_delay_ms: u64,
 }
 
-/// Release one count of a hold, or cancel a queued acquire (when no fence is named).
+/// Release one count of a lock or semaphore hold, or cancel a queued acquire (when no
+/// fence is named). Carried by `Command::LockRelease` and `Command::SemaphoreRelease`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LockRelease {
-    /// The lock.
+pub struct Release {
+    /// The lock or semaphore.
     pub name: String,
     /// The holder's lease.
     pub lease: LeaseId,
@@ -73,10 +74,7 @@ impl LockAcquire {
             Mode::Shared => Demand::Shared,
         };
         let request = ClaimRequest {
-            claimant: Claimant {
-                lease: self.lease,
-                owner: self.owner,
-            },
+            claimant: Claimant::new(self.lease, self.owner),
             policy: Policy::Lock,
             demand,
             wait_ms: self.wait_ms,
@@ -87,24 +85,24 @@ impl LockAcquire {
     }
 }
 
-impl LockRelease {
+impl Release {
     pub(crate) fn validate(&self, limits: &Limits) -> Result<(), Error> {
         limits.check_name("name", &self.name)?;
         limits.check_owner(&self.owner)
     }
 
-    pub(crate) fn apply(self, sm: &mut StateMachine, ctx: &mut Ctx) -> Response {
-        let claimant = Claimant {
-            lease: self.lease,
-            owner: self.owner,
+    pub(crate) fn apply(
+        self,
+        kind: ResourceKind,
+        sm: &mut StateMachine,
+        ctx: &mut Ctx,
+    ) -> Response {
+        let id = ResourceId {
+            kind,
+            name: self.name,
         };
-        sm.release(
-            ctx,
-            ResourceId::lock(self.name),
-            claimant,
-            self.fence,
-            false,
-        )
+        let claimant = Claimant::new(self.lease, self.owner);
+        sm.release(ctx, id, claimant, self.fence, false)
     }
 }
 
@@ -153,7 +151,7 @@ mod tests {
         let Response::Granted(g) = applied.response else {
             panic!("expected a grant");
         };
-        assert_eq!(g.fence, applied.revision.fence());
+        assert_eq!(g.holder.fence, applied.revision.fence());
     }
 
     #[test]
@@ -268,14 +266,14 @@ mod tests {
         let Response::Granted(second) = acquire(&mut sm, "L", a, "w", 0) else {
             panic!("expected a re-entrant grant");
         };
-        assert_eq!(second.fence, first.fence);
-        assert_eq!(second.count, 2);
+        assert_eq!(second.holder.fence, first.holder.fence);
+        assert_eq!(second.holder.count, 2);
         assert_eq!(
             release(&mut sm, "L", a, "w", None),
             Response::Released {
                 released: false,
                 count: 1,
-                fence: first.fence
+                fence: first.holder.fence
             }
         );
         assert_eq!(
@@ -283,7 +281,7 @@ mod tests {
             Response::Released {
                 released: true,
                 count: 0,
-                fence: first.fence
+                fence: first.holder.fence
             }
         );
         assert!(sm.lock_state(&ResourceId::lock("L")).is_none());
@@ -302,7 +300,7 @@ mod tests {
             assert_eq!(
                 release(&mut sm, "L", lease, owner, None),
                 Response::Rejected(Rejection::NotHolder {
-                    current_fence: Some(g.fence)
+                    current_fence: Some(g.holder.fence)
                 })
             );
         }
@@ -316,20 +314,20 @@ mod tests {
         let Response::Granted(old) = acquire(&mut sm, "L", a, "w", 0) else {
             panic!("expected a grant");
         };
-        release(&mut sm, "L", a, "w", Some(old.fence));
+        release(&mut sm, "L", a, "w", Some(old.holder.fence));
         let Response::Granted(new) = acquire(&mut sm, "L", a, "w", 0) else {
             panic!("expected a grant");
         };
         // A retried release of the old grant arrives late.
         assert_eq!(
-            release(&mut sm, "L", a, "w", Some(old.fence)),
+            release(&mut sm, "L", a, "w", Some(old.holder.fence)),
             Response::Rejected(Rejection::NotHolder {
-                current_fence: Some(new.fence)
+                current_fence: Some(new.holder.fence)
             })
         );
         assert_eq!(
             sm.lock_state(&ResourceId::lock("L")).unwrap().holders[0].fence,
-            new.fence
+            new.holder.fence
         );
     }
 
@@ -413,16 +411,16 @@ mod tests {
         };
         let id = ResourceId::lock("L");
         assert_eq!(
-            sm.check_fence(&id, g.fence),
+            sm.check_fence(&id, g.holder.fence),
             FenceCheck {
                 current: true,
-                fence: Some(g.fence)
+                fence: Some(g.holder.fence)
             }
         );
-        assert!(!sm.check_fence(&id, Fence(g.fence.0 - 1)).current);
+        assert!(!sm.check_fence(&id, Fence(g.holder.fence.0 - 1)).current);
         release(&mut sm, "L", a, "w", None);
         assert_eq!(
-            sm.check_fence(&id, g.fence),
+            sm.check_fence(&id, g.holder.fence),
             FenceCheck {
                 current: false,
                 fence: None

@@ -13,8 +13,8 @@ mod wait;
 pub use election::{Campaign, Proclaim, Resign};
 pub use kv::{Delete, DeletePrefix, Put, PutSequential};
 pub use lease::{LeaseCheckpoint, LeaseExpire, LeaseGrant, LeaseRevoke};
-pub use lock::{ForceRelease, LockAcquire, LockRelease, Mode};
-pub use semaphore::{SemaphoreAcquire, SemaphoreRelease};
+pub use lock::{ForceRelease, LockAcquire, Mode, Release};
+pub use semaphore::SemaphoreAcquire;
 pub use txn::{Compare, CompareOp, CompareTarget, Txn, TxnOp};
 pub use wait::{AcquireTimeout, Cancel, LockDelayElapsed};
 
@@ -23,6 +23,7 @@ use crate::ids::LeaseId;
 use crate::limits::Limits;
 use crate::machine::{Ctx, StateMachine};
 use crate::outcome::Response;
+use crate::resource::ResourceKind;
 use serde::{Deserialize, Serialize};
 
 /// A command with its optional idempotency key: the unit the log carries.
@@ -77,11 +78,11 @@ pub enum Command {
     /// Acquire a lock.
     LockAcquire(LockAcquire),
     /// Release a lock (or cancel a queued acquire).
-    LockRelease(LockRelease),
+    LockRelease(Release),
     /// Acquire semaphore permits.
     SemaphoreAcquire(SemaphoreAcquire),
     /// Release semaphore permits.
-    SemaphoreRelease(SemaphoreRelease),
+    SemaphoreRelease(Release),
     /// Campaign in an election.
     Campaign(Campaign),
     /// Change the leader's value.
@@ -137,9 +138,9 @@ impl Command {
             Command::DeletePrefix(c) => c.apply(sm, ctx),
             Command::Txn(c) => c.apply(sm, ctx),
             Command::LockAcquire(c) => c.apply(sm, ctx),
-            Command::LockRelease(c) => c.apply(sm, ctx),
+            Command::LockRelease(c) => c.apply(ResourceKind::Lock, sm, ctx),
             Command::SemaphoreAcquire(c) => c.apply(sm, ctx),
-            Command::SemaphoreRelease(c) => c.apply(sm, ctx),
+            Command::SemaphoreRelease(c) => c.apply(ResourceKind::Semaphore, sm, ctx),
             Command::Campaign(c) => c.apply(sm, ctx),
             Command::Proclaim(c) => c.apply(sm, ctx),
             Command::Resign(c) => c.apply(sm, ctx),

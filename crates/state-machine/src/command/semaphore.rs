@@ -1,10 +1,10 @@
-//! Semaphore commands: acquire and release permits. Same queue code as locks; the limit is
+//! Semaphore commands: acquire permits (release is the lock's [`Release`](super::Release)). Same queue code as locks; the limit is
 //! fixed while the semaphore has holders or waiters, and an acquire naming another limit is
 //! refused with `limit_mismatch`.
 
 use crate::claims::ClaimRequest;
 use crate::error::Error;
-use crate::ids::{Fence, LeaseId};
+use crate::ids::LeaseId;
 use crate::limits::Limits;
 use crate::machine::{Ctx, StateMachine};
 use crate::outcome::{Rejection, Response};
@@ -28,19 +28,6 @@ pub struct SemaphoreAcquire {
     pub wait_ms: u64,
 }
 
-/// Release a semaphore hold (or cancel a queued acquire when no fence is named).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SemaphoreRelease {
-    /// The semaphore.
-    pub name: String,
-    /// The holder's lease.
-    pub lease: LeaseId,
-    /// The holder's owner.
-    pub owner: String,
-    /// If given, only the grant with this fence is released.
-    pub fence: Option<Fence>,
-}
-
 impl SemaphoreAcquire {
     pub(crate) fn validate(&self, limits: &Limits) -> Result<(), Error> {
         limits.check_name("name", &self.name)?;
@@ -57,10 +44,7 @@ impl SemaphoreAcquire {
             .into();
         }
         let request = ClaimRequest {
-            claimant: Claimant {
-                lease: self.lease,
-                owner: self.owner,
-            },
+            claimant: Claimant::new(self.lease, self.owner),
             policy: Policy::Semaphore { limit: self.limit },
             demand: Demand::Permits(self.permits),
             wait_ms: self.wait_ms,
@@ -68,27 +52,6 @@ impl SemaphoreAcquire {
             value: None,
         };
         sm.acquire(ctx, ResourceId::semaphore(self.name), request)
-    }
-}
-
-impl SemaphoreRelease {
-    pub(crate) fn validate(&self, limits: &Limits) -> Result<(), Error> {
-        limits.check_name("name", &self.name)?;
-        limits.check_owner(&self.owner)
-    }
-
-    pub(crate) fn apply(self, sm: &mut StateMachine, ctx: &mut Ctx) -> Response {
-        let claimant = Claimant {
-            lease: self.lease,
-            owner: self.owner,
-        };
-        sm.release(
-            ctx,
-            ResourceId::semaphore(self.name),
-            claimant,
-            self.fence,
-            false,
-        )
     }
 }
 
@@ -145,8 +108,8 @@ mod tests {
         let Response::Granted(gb) = sem(&mut sm, b, 2, 1, 0) else {
             panic!("grant");
         };
-        assert!(ga.fence < gb.fence);
-        assert!(sm.check_fence(&sem_id(), ga.fence).current);
+        assert!(ga.holder.fence < gb.holder.fence);
+        assert!(sm.check_fence(&sem_id(), ga.holder.fence).current);
     }
 
     #[test]
@@ -186,7 +149,7 @@ mod tests {
     }
 
     fn sem_release(sm: &mut StateMachine, lease: LeaseId) -> Response {
-        sm.apply_command(Command::SemaphoreRelease(SemaphoreRelease {
+        sm.apply_command(Command::SemaphoreRelease(Release {
             name: "S".into(),
             lease,
             owner: "o".into(),

@@ -55,10 +55,7 @@ impl Cancel {
     }
 
     pub(crate) fn apply(self, sm: &mut StateMachine, ctx: &mut Ctx) -> Response {
-        let claimant = Claimant {
-            lease: self.lease,
-            owner: self.owner,
-        };
+        let claimant = Claimant::new(self.lease, self.owner);
         sm.withdraw(
             ctx,
             self.resource,
@@ -76,10 +73,7 @@ impl AcquireTimeout {
     }
 
     pub(crate) fn apply(self, sm: &mut StateMachine, ctx: &mut Ctx) -> Response {
-        let claimant = Claimant {
-            lease: self.lease,
-            owner: self.owner,
-        };
+        let claimant = Claimant::new(self.lease, self.owner);
         sm.withdraw(
             ctx,
             self.resource,
@@ -145,7 +139,7 @@ mod tests {
         let Response::Granted(g) = applied.response else {
             panic!("expected the grant, got {:?}", applied.response);
         };
-        assert_eq!(g.lease, b);
+        assert_eq!(g.holder.lease, b);
         assert_eq!(sm.revision(), rev, "nothing changes");
         assert_eq!(
             sm.lock_state(&ResourceId::lock("L")).unwrap().holders[0].lease,
