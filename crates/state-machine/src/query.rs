@@ -260,3 +260,62 @@ impl StateMachine {
 fn holders(res: &Resource) -> Vec<HolderInfo> {
     res.holders.iter().map(|(c, h)| holder_info(c, h)).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::*;
+    use crate::*;
+
+    #[test]
+    fn counts_track_keys_leases_holders_waiters_without_scanning() {
+        let mut sm = StateMachine::default();
+        let [a, b] = [0; 2].map(|_| grant(&mut sm, 10_000));
+        put(&mut sm, "k", "v", Some(a));
+        acquire(&mut sm, "L1", a, "w", 0);
+        acquire(&mut sm, "L1", b, "w", 5_000);
+        acquire(&mut sm, "L2", b, "w", 0);
+        let counts = sm.counts();
+        assert_eq!(
+            (
+                counts.keys,
+                counts.leases,
+                counts.locks,
+                counts.lock_holders,
+                counts.waiters
+            ),
+            (1, 2, 2, 2, 1)
+        );
+        revoke(&mut sm, a);
+        let counts = sm.counts();
+        assert_eq!(
+            (
+                counts.keys,
+                counts.leases,
+                counts.locks,
+                counts.lock_holders,
+                counts.waiters
+            ),
+            (0, 1, 2, 2, 0)
+        );
+    }
+
+    #[test]
+    fn lock_listing_is_by_kind_and_prefix_and_pages_after_a_name() {
+        let mut sm = StateMachine::default();
+        let a = grant(&mut sm, 10_000);
+        for name in ["app/a", "app/b", "app/c", "other"] {
+            acquire(&mut sm, name, a, "w", 0);
+        }
+        let names = |list: Vec<LockSummary>| -> Vec<String> {
+            list.into_iter().map(|s| s.resource.name).collect()
+        };
+        let first = sm.list_resources(ResourceKind::Lock, "app/", None, 2);
+        assert_eq!(names(first), ["app/a", "app/b"]);
+        let next = sm.list_resources(ResourceKind::Lock, "app/", Some("app/b"), 2);
+        assert_eq!(names(next), ["app/c"]);
+        assert!(
+            sm.list_resources(ResourceKind::Semaphore, "", None, 10)
+                .is_empty()
+        );
+    }
+}
