@@ -1,1 +1,28 @@
-//! Raft node: the state machine replicated by openraft over sled. Built by a later issue.
+//! The baton state machine replicated with openraft 0.9 over sled.
+//!
+//! # Layout
+//! - `types.rs`: openraft's type configuration (`Batch` in, `BatchReply` out, `NodeAddr`).
+//! - `config.rs`: `NodeConfig` (validated) and `cluster.toml`.
+//! - `store/`: the only code that knows sled: the log store and the state-machine store.
+//! - `codec.rs`: bincode for the log, snapshots and peer bodies.
+//! - `error.rs`: `NodeError`.
+//! - `node.rs`: [`Node`]: start, propose (batched, forwarded), read, keepalive, status,
+//!   membership, shutdown.
+//! - `network/`: peer RPC client and server (Raft RPCs and forwarding to the leader).
+//! - `worker/`: the proposer (group commit), the reader (read-index coalescing) and the
+//!   lease clock (leader-only deadlines).
+
+mod codec;
+mod config;
+mod error;
+pub mod network;
+mod node;
+pub mod store;
+mod types;
+mod worker;
+
+pub use config::{ClusterFile, ClusterNode, NodeConfig};
+pub use error::NodeError;
+pub use node::{ClusterStatus, MemberStatus, Node};
+pub use store::{AppliedBatch, AppliedProgress};
+pub use types::*;

@@ -134,6 +134,7 @@ impl StateMachine {
             owner: claimant.owner,
             demand: req.demand,
             position,
+            wait_ms: req.wait_ms,
         });
         Response::Queued { enqueued, position }
     }

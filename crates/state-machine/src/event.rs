@@ -88,6 +88,8 @@ pub enum EventKind {
         demand: Demand,
         /// Its 1-based position.
         position: u64,
+        /// The wait it asked for: the leader arms its timeout from this event.
+        wait_ms: u64,
     },
     /// A claim was granted (at once or from the queue).
     Granted {

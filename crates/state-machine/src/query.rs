@@ -195,6 +195,15 @@ impl StateMachine {
             .collect()
     }
 
+    /// What the lease clock needs of one lease, without listing what it owns.
+    pub fn lease_clock_entry(&self, id: LeaseId) -> Option<LeaseClockEntry> {
+        self.leases.get(&id).map(|l| LeaseClockEntry {
+            lease: id,
+            ttl_ms: l.ttl_ms,
+            checkpoint_remaining_ms: l.checkpoint_remaining_ms,
+        })
+    }
+
     /// Whether a lease is live.
     pub fn has_lease(&self, id: LeaseId) -> bool {
         self.leases.contains_key(&id)

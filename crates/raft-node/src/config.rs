@@ -1,0 +1,256 @@
+//! `NodeConfig`, validated at startup, and `cluster.toml`.
+
+use crate::error::NodeError;
+use crate::types::{NodeAddr, NodeId};
+use baton_state_machine::Limits;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Everything a node needs to start. Build it with [`NodeConfig::single`] or from a
+/// [`ClusterFile`], adjust fields, and [`validate`](NodeConfig::validate) it.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// This node's id.
+    pub id: NodeId,
+    /// This node's addresses.
+    pub addr: NodeAddr,
+    /// Where sled keeps the log, vote and snapshots.
+    pub data_dir: PathBuf,
+    /// The initial members (used only by the lowest id to initialise a fresh cluster).
+    pub members: BTreeMap<NodeId, NodeAddr>,
+    /// Never initialise: this node waits to be added to an existing cluster.
+    pub join_existing: bool,
+    /// Leader heartbeat; also openraft's AppendEntries timeout.
+    pub heartbeat_ms: u64,
+    /// Election timeout range (a random value in it is chosen per process).
+    pub election_timeout_min_ms: u64,
+    /// Upper end of the election timeout range.
+    pub election_timeout_max_ms: u64,
+    /// Timeout of one snapshot chunk, install included.
+    pub install_snapshot_timeout_ms: u64,
+    /// Build a snapshot after this many entries since the last one.
+    pub snapshot_logs_since_last: u64,
+    /// Entries kept behind a snapshot before they are purged.
+    pub logs_kept_behind_snapshot: u64,
+    /// Entries per AppendEntries.
+    pub append_entries_max: u64,
+    /// Bytes per AppendEntries (at least one entry is always sent).
+    pub append_bytes_max: usize,
+    /// Shared secret every peer request must carry (`None`: none required).
+    pub cluster_secret: Option<String>,
+    /// How long a proposal may take before its outcome is reported as unknown.
+    pub propose_timeout_ms: u64,
+    /// Most proposals in one Raft entry.
+    pub batch_proposals_max: usize,
+    /// Most bytes of proposals in one Raft entry.
+    pub batch_bytes_max: usize,
+    /// Raft entries proposed and not yet applied, at most.
+    pub batches_in_flight_max: usize,
+    /// How often the leader checkpoints remaining lease TTLs through the log.
+    pub lease_checkpoint_interval_ms: u64,
+    /// Limits on client input (SPEC §3); `ttl_ms_min` must cover two election timeouts.
+    pub limits: Limits,
+    /// sled's page cache.
+    pub sled_cache_bytes: u64,
+}
+
+impl NodeConfig {
+    /// A single-node cluster with SPEC §4's defaults for addresses and timing.
+    pub fn single(id: NodeId, addr: NodeAddr, data_dir: impl Into<PathBuf>) -> NodeConfig {
+        NodeConfig {
+            id,
+            members: BTreeMap::from([(id, addr.clone())]),
+            join_existing: false,
+            addr,
+            data_dir: data_dir.into(),
+            heartbeat_ms: 100,
+            election_timeout_min_ms: 500,
+            election_timeout_max_ms: 1_000,
+            install_snapshot_timeout_ms: 10_000,
+            snapshot_logs_since_last: 10_000,
+            logs_kept_behind_snapshot: 1_000,
+            append_entries_max: 512,
+            append_bytes_max: 4 << 20,
+            cluster_secret: None,
+            propose_timeout_ms: 5_000,
+            batch_proposals_max: 512,
+            batch_bytes_max: 1 << 20,
+            batches_in_flight_max: 4,
+            lease_checkpoint_interval_ms: 5_000,
+            limits: Limits::default(),
+            sled_cache_bytes: 64 << 20,
+        }
+    }
+
+    /// The SPEC §4 default: node 1, API on 127.0.0.1:7070, peers on 127.0.0.1:7071,
+    /// data in `./baton-data`.
+    pub fn default_single() -> NodeConfig {
+        let addr = NodeAddr {
+            peer: "127.0.0.1:7071".into(),
+            api: "127.0.0.1:7070".into(),
+        };
+        NodeConfig::single(1, addr, "baton-data")
+    }
+
+    /// Rejects settings that cannot work together.
+    pub fn validate(&self) -> Result<(), NodeError> {
+        let bad = |m: String| Err(NodeError::Config(m));
+        if !self.members.contains_key(&self.id) {
+            return bad(format!("node {} is not among the members", self.id));
+        }
+        if self.heartbeat_ms == 0 || self.election_timeout_min_ms <= self.heartbeat_ms {
+            return bad("election_timeout_min_ms must exceed heartbeat_ms > 0".into());
+        }
+        if self.election_timeout_max_ms <= self.election_timeout_min_ms {
+            return bad("election_timeout_max_ms must exceed election_timeout_min_ms".into());
+        }
+        if self.limits.ttl_ms_min < 2 * self.election_timeout_max_ms {
+            return bad(format!(
+                "ttl_ms_min {} is below twice the election timeout ({} ms)",
+                self.limits.ttl_ms_min, self.election_timeout_max_ms
+            ));
+        }
+        let positive = [
+            ("batch_proposals_max", self.batch_proposals_max),
+            ("batch_bytes_max", self.batch_bytes_max),
+            ("batches_in_flight_max", self.batches_in_flight_max),
+            ("append_bytes_max", self.append_bytes_max),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return bad(format!("{name} must be positive"));
+        }
+        if self.append_entries_max == 0 || self.snapshot_logs_since_last == 0 {
+            return bad("append_entries_max and snapshot_logs_since_last must be positive".into());
+        }
+        if self.propose_timeout_ms == 0 || self.lease_checkpoint_interval_ms == 0 {
+            return bad("timeouts and intervals must be positive".into());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn raft_config(&self) -> Result<openraft::Config, NodeError> {
+        let config = openraft::Config {
+            cluster_name: "baton".into(),
+            heartbeat_interval: self.heartbeat_ms,
+            election_timeout_min: self.election_timeout_min_ms,
+            election_timeout_max: self.election_timeout_max_ms,
+            install_snapshot_timeout: self.install_snapshot_timeout_ms,
+            max_payload_entries: self.append_entries_max,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(self.snapshot_logs_since_last),
+            max_in_snapshot_log_to_keep: self.logs_kept_behind_snapshot,
+            ..openraft::Config::default()
+        };
+        config
+            .validate()
+            .map_err(|e| NodeError::Config(e.to_string()))
+    }
+}
+
+/// `cluster.toml`: the members of a cluster and optional shared settings.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterFile {
+    /// Shared secret for peer traffic.
+    #[serde(default)]
+    pub secret: Option<String>,
+    /// The members.
+    pub node: Vec<ClusterNode>,
+}
+
+/// One member in `cluster.toml`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterNode {
+    /// Its id (unique, positive).
+    pub id: NodeId,
+    /// Client API address.
+    pub api: String,
+    /// Peer address.
+    pub peer: String,
+    /// Data directory (relative paths are relative to the file's directory).
+    pub data_dir: Option<PathBuf>,
+}
+
+impl ClusterFile {
+    /// Reads and checks a cluster file.
+    pub fn load(path: &Path) -> Result<ClusterFile, NodeError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| NodeError::Config(format!("{}: {e}", path.display())))?;
+        let file: ClusterFile = toml::from_str(&text)
+            .map_err(|e| NodeError::Config(format!("{}: {e}", path.display())))?;
+        let mut ids: Vec<NodeId> = file.node.iter().map(|n| n.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.len() != file.node.len() || ids.is_empty() || ids[0] == 0 {
+            return Err(NodeError::Config(
+                "node ids must be unique and positive".into(),
+            ));
+        }
+        Ok(file)
+    }
+
+    /// The configuration of member `id`; relative data dirs resolve against `base`.
+    pub fn node_config(&self, id: NodeId, base: &Path) -> Result<NodeConfig, NodeError> {
+        let me = self
+            .node
+            .iter()
+            .find(|n| n.id == id)
+            .ok_or_else(|| NodeError::Config(format!("no node {id} in the cluster file")))?;
+        let data_dir = me
+            .data_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("baton-data/node-{id}")));
+        let data_dir = if data_dir.is_relative() {
+            base.join(data_dir)
+        } else {
+            data_dir
+        };
+        let addr_of = |n: &ClusterNode| NodeAddr {
+            peer: n.peer.clone(),
+            api: n.api.clone(),
+        };
+        let mut config = NodeConfig::single(id, addr_of(me), data_dir);
+        config.members = self.node.iter().map(|n| (n.id, addr_of(n))).collect();
+        config.cluster_secret = self.secret.clone();
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_single_node_config_is_valid() {
+        NodeConfig::default_single().validate().unwrap();
+    }
+
+    #[test]
+    fn ttl_floor_below_two_election_timeouts_is_refused() {
+        let mut config = NodeConfig::default_single();
+        config.limits.ttl_ms_min = 1_999;
+        assert!(config.validate().is_err());
+        config.limits.ttl_ms_min = 2_000;
+        assert!(config.validate().is_ok());
+    }
+
+    #[test]
+    fn election_must_be_slower_than_heartbeat() {
+        let mut config = NodeConfig::default_single();
+        config.election_timeout_min_ms = 100;
+        assert!(config.validate().is_err());
+    }
+
+    #[test]
+    fn repo_cluster_file_describes_three_local_nodes() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../cluster.toml");
+        let file = ClusterFile::load(&path).unwrap();
+        let config = file.node_config(2, Path::new("/srv")).unwrap();
+        assert_eq!(config.members.len(), 3);
+        assert_eq!(config.addr.api, "127.0.0.1:7002");
+        assert_eq!(config.addr.peer, "127.0.0.1:7102");
+        assert_eq!(config.data_dir, Path::new("/srv/baton-data/node-2"));
+        config.validate().unwrap();
+    }
+}

@@ -1,0 +1,175 @@
+//! Outgoing peer RPC over one shared `reqwest::Client` (a connection pool). Connection
+//! failures become `Unreachable`, so openraft backs off instead of hammering a dead peer.
+
+use super::SECRET_HEADER;
+use crate::codec;
+use crate::types::{NodeAddr, NodeId, RpcError, TypeConfig};
+use openraft::error::{InstallSnapshotError, NetworkError, RaftError, RemoteError, Unreachable};
+use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why a peer call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    /// The connection could not be made: nothing was sent.
+    #[error("unreachable: {0}")]
+    Unreachable(String),
+    /// The request may have been sent: the outcome is unknown.
+    #[error("network: {0}")]
+    Network(String),
+    /// The peer refused the request (bad secret, bad body).
+    #[error("refused with status {0}")]
+    Refused(u16),
+}
+
+/// A cheap, cloneable client for peer calls.
+#[derive(Clone)]
+pub struct PeerClient {
+    http: reqwest::Client,
+    secret: Option<Arc<str>>,
+}
+
+impl PeerClient {
+    /// A client presenting `secret` (if any) on every call.
+    pub fn new(secret: Option<String>) -> Result<PeerClient, PeerError> {
+        let http = reqwest::Client::builder()
+            .tcp_nodelay(true)
+            .pool_idle_timeout(Duration::from_secs(30))
+            .connect_timeout(Duration::from_secs(1))
+            .build()
+            .map_err(|e| PeerError::Network(e.to_string()))?;
+        Ok(PeerClient {
+            http,
+            secret: secret.map(Arc::from),
+        })
+    }
+
+    /// POSTs a bincode body to `http://{addr}{path}` and decodes the bincode reply.
+    pub async fn call<Req: Serialize, Resp: DeserializeOwned>(
+        &self,
+        addr: &str,
+        path: &str,
+        body: &Req,
+        timeout: Duration,
+    ) -> Result<Resp, PeerError> {
+        let bytes = codec::encode(body).map_err(|e| PeerError::Network(e.to_string()))?;
+        let mut request = self
+            .http
+            .post(format!("http://{addr}{path}"))
+            .timeout(timeout)
+            .body(bytes);
+        if let Some(secret) = &self.secret {
+            request = request.header(SECRET_HEADER, secret.as_ref());
+        }
+        let response = request.send().await.map_err(|e| {
+            if e.is_connect() {
+                PeerError::Unreachable(e.to_string())
+            } else {
+                PeerError::Network(e.to_string())
+            }
+        })?;
+        if !response.status().is_success() {
+            return Err(PeerError::Refused(response.status().as_u16()));
+        }
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| PeerError::Network(e.to_string()))?;
+        codec::decode(&body).map_err(|e| PeerError::Network(format!("decode reply: {e}")))
+    }
+}
+
+/// Makes one [`PeerConn`] per target; never connects by itself.
+#[derive(Clone)]
+pub struct NetworkFactory {
+    client: PeerClient,
+}
+
+impl NetworkFactory {
+    /// A factory sharing `client`'s connection pool.
+    pub fn new(client: PeerClient) -> NetworkFactory {
+        NetworkFactory { client }
+    }
+}
+
+impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
+    type Network = PeerConn;
+
+    async fn new_client(&mut self, target: NodeId, node: &NodeAddr) -> PeerConn {
+        PeerConn {
+            client: self.client.clone(),
+            target,
+            addr: node.peer.clone(),
+        }
+    }
+}
+
+/// Raft RPCs to one peer.
+pub struct PeerConn {
+    client: PeerClient,
+    target: NodeId,
+    addr: String,
+}
+
+impl PeerConn {
+    async fn rpc<Req, Resp, E>(
+        &self,
+        path: &str,
+        req: &Req,
+        option: &RPCOption,
+    ) -> Result<Resp, RpcError<E>>
+    where
+        Req: Serialize,
+        Resp: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+    {
+        let reply: Result<Resp, RaftError<NodeId, E>> = self
+            .client
+            .call(&self.addr, path, req, option.hard_ttl())
+            .await
+            .map_err(|e| match e {
+                PeerError::Unreachable(_) => RpcError::Unreachable(Unreachable::new(&e)),
+                _ => RpcError::Network(NetworkError::new(&e)),
+            })?;
+        reply.map_err(|e| RpcError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for PeerConn {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RpcError> {
+        self.rpc("/raft/append", &rpc, &option).await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<InstallSnapshotResponse<NodeId>, RpcError<InstallSnapshotError>> {
+        self.rpc("/raft/snapshot", &rpc, &option).await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RpcError> {
+        self.rpc("/raft/vote", &rpc, &option).await
+    }
+
+    fn backoff(&self) -> Backoff {
+        // 100 ms doubling to 1.6 s, then 1.6 s: a dead peer costs little, a healed one
+        // is found again quickly.
+        Backoff::new((0u32..).map(|i| Duration::from_millis(100 << i.min(4))))
+    }
+}

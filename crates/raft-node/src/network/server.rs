@@ -1,0 +1,150 @@
+//! Inbound peer routes on the peer port: `/raft/{append,vote,snapshot}` for openraft and
+//! `/baton/{propose,read_index,keepalive,lease_remaining}` for requests a follower forwards
+//! to the leader. Every body is bincode; every reply is a bincode `Result`.
+
+use super::{PEER_BODY_BYTES_MAX, SECRET_HEADER};
+use crate::codec;
+use crate::error::NodeError;
+use crate::node::Node;
+use crate::types::{NodeAddr, NodeId};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use baton_state_machine::{Applied, LeaseId, Proposal};
+use serde::{Deserialize, Serialize};
+use serde::de::DeserializeOwned;
+
+/// A forwarded request's failure, as it travels between nodes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PeerFailure {
+    /// The receiver is not the leader either.
+    ForwardToLeader(Option<(NodeId, NodeAddr)>),
+    /// No leader known.
+    NoLeader,
+    /// Outcome unknown.
+    Indeterminate(String),
+    /// No quorum answered.
+    Unavailable(String),
+    /// Refused for another reason.
+    Other(String),
+}
+
+impl From<NodeError> for PeerFailure {
+    fn from(e: NodeError) -> PeerFailure {
+        match e {
+            NodeError::ForwardToLeader { leader } => PeerFailure::ForwardToLeader(leader),
+            NodeError::NoLeader => PeerFailure::NoLeader,
+            NodeError::Indeterminate(m) => PeerFailure::Indeterminate(m),
+            NodeError::Unavailable(m) => PeerFailure::Unavailable(m),
+            other => PeerFailure::Other(other.to_string()),
+        }
+    }
+}
+
+impl From<PeerFailure> for NodeError {
+    fn from(f: PeerFailure) -> NodeError {
+        match f {
+            PeerFailure::ForwardToLeader(leader) => NodeError::ForwardToLeader { leader },
+            PeerFailure::NoLeader => NodeError::NoLeader,
+            PeerFailure::Indeterminate(m) => NodeError::Indeterminate(m),
+            PeerFailure::Unavailable(m) => NodeError::Unavailable(m),
+            PeerFailure::Other(m) => NodeError::Indeterminate(m),
+        }
+    }
+}
+
+/// The peer router for `node`, with the body limit and the secret check.
+pub fn router(node: Node) -> Router {
+    let secret = node.config().cluster_secret.clone();
+    Router::new()
+        .route("/raft/append", post(append))
+        .route("/raft/vote", post(vote))
+        .route("/raft/snapshot", post(snapshot))
+        .route("/baton/propose", post(propose))
+        .route("/baton/read_index", post(read_index))
+        .route("/baton/keepalive", post(keepalive))
+        .route("/baton/lease_remaining", post(lease_remaining))
+        .layer(DefaultBodyLimit::max(PEER_BODY_BYTES_MAX))
+        .layer(middleware::from_fn_with_state(secret, check_secret))
+        .with_state(node)
+}
+
+async fn check_secret(State(secret): State<Option<String>>, request: Request, next: Next) -> Response {
+    if let Some(expected) = &secret {
+        let presented = request.headers().get(SECRET_HEADER).map(|v| v.as_bytes());
+        if presented != Some(expected.as_bytes()) {
+            return (StatusCode::UNAUTHORIZED, "cluster secret required").into_response();
+        }
+    }
+    next.run(request).await
+}
+
+fn decode<T: DeserializeOwned>(body: &Bytes) -> Result<T, Response> {
+    codec::decode(body).map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()).into_response())
+}
+
+fn reply<T: Serialize>(value: &T) -> Response {
+    match codec::encode(value) {
+        Ok(bytes) => bytes.into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+async fn append(State(node): State<Node>, body: Bytes) -> Response {
+    match decode(&body) {
+        Ok(rpc) => reply(&node.raft().append_entries(rpc).await),
+        Err(r) => r,
+    }
+}
+
+async fn vote(State(node): State<Node>, body: Bytes) -> Response {
+    match decode(&body) {
+        Ok(rpc) => reply(&node.raft().vote(rpc).await),
+        Err(r) => r,
+    }
+}
+
+async fn snapshot(State(node): State<Node>, body: Bytes) -> Response {
+    match decode(&body) {
+        Ok(rpc) => reply(&node.raft().install_snapshot(rpc).await),
+        Err(r) => r,
+    }
+}
+
+async fn propose(State(node): State<Node>, body: Bytes) -> Response {
+    let proposal: Proposal = match decode(&body) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let result: Result<Applied, PeerFailure> = node.propose_here(proposal).await.map_err(Into::into);
+    reply(&result)
+}
+
+async fn read_index(State(node): State<Node>) -> Response {
+    let result: Result<u64, PeerFailure> = node.read_index_here().await.map_err(Into::into);
+    reply(&result)
+}
+
+async fn keepalive(State(node): State<Node>, body: Bytes) -> Response {
+    let lease: LeaseId = match decode(&body) {
+        Ok(l) => l,
+        Err(r) => return r,
+    };
+    let result: Result<Option<u64>, PeerFailure> =
+        node.keepalive_here(lease).await.map_err(Into::into);
+    reply(&result)
+}
+
+async fn lease_remaining(State(node): State<Node>, body: Bytes) -> Response {
+    let lease: LeaseId = match decode(&body) {
+        Ok(l) => l,
+        Err(r) => return r,
+    };
+    let result: Result<Option<u64>, PeerFailure> =
+        node.lease_remaining_here(lease).await.map_err(Into::into);
+    reply(&result)
+}

@@ -1,0 +1,649 @@
+//! [`Node`]: one member of a baton cluster. Start it, propose commands, read the state
+//! linearizably or locally, follow applied events, keep leases alive, change membership,
+//! and shut it down. Followers forward proposals, read-index requests and keepalives to
+//! the leader over the peer port; callers never look for the leader themselves.
+
+use crate::config::NodeConfig;
+use crate::error::NodeError;
+use crate::network::{self, NetworkFactory, PeerClient, PeerError, PeerFailure};
+use crate::store::{self, AppliedBatch, AppliedProgress, SmShared};
+use crate::types::{ClientWriteError, NodeAddr, NodeId, Raft, RaftError};
+use crate::worker::lease_clock::{self, ClockRequest};
+use crate::worker::proposer::{self, BatchBounds, Pending};
+use crate::worker::reader::{self, ReadReply};
+use baton_state_machine::{
+    Applied, Command, LeaseCheckpoint, LeaseId, Proposal, Revision, StateMachine,
+};
+use openraft::error::{ChangeMembershipError, InitializeError};
+use openraft::{ChangeMembers, ServerState};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// How many times a request is re-routed after a leader change before giving up.
+const ROUTE_ATTEMPTS_MAX: u32 = 10;
+/// Queued proposals, reads and clock requests before callers wait for room.
+const QUEUE_LEN_MAX: usize = 16_384;
+/// How long shutdown waits for tasks and open peer connections.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// A member of the cluster. Cheap to clone.
+#[derive(Clone)]
+pub struct Node {
+    inner: Arc<NodeInner>,
+}
+
+struct NodeInner {
+    config: NodeConfig,
+    raft: Raft,
+    sm: Arc<SmShared>,
+    peers: PeerClient,
+    proposals: mpsc::Sender<Pending>,
+    reads: mpsc::Sender<ReadReply>,
+    clock: mpsc::Sender<ClockRequest>,
+    committed: Arc<AtomicU64>,
+    /// One membership change at a time.
+    membership: tokio::sync::Mutex<()>,
+    peer_addr: SocketAddr,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+    db: sled::Db,
+}
+
+/// The cluster as one node sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterStatus {
+    /// This node.
+    pub id: NodeId,
+    /// Leader, Follower, Candidate, Learner or Shutdown.
+    pub state: String,
+    /// The current leader, if known.
+    pub leader: Option<NodeId>,
+    /// The current term.
+    pub term: u64,
+    /// Last log index on this node.
+    pub last_log_index: u64,
+    /// Last committed index this node knows.
+    pub committed_index: u64,
+    /// Last applied index on this node.
+    pub applied_index: u64,
+    /// The state machine's revision on this node.
+    pub revision: Revision,
+    /// Index of the last snapshot, if any.
+    pub snapshot_index: Option<u64>,
+    /// Index up to which the log is purged, if any.
+    pub purged_index: Option<u64>,
+    /// Every member, voters and learners.
+    pub members: Vec<MemberStatus>,
+}
+
+/// One member in a [`ClusterStatus`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberStatus {
+    /// Its id.
+    pub id: NodeId,
+    /// Its addresses.
+    pub addr: NodeAddr,
+    /// Voter or learner.
+    pub voter: bool,
+    /// On the leader: the last index replicated to it.
+    pub matched_index: Option<u64>,
+}
+
+impl Node {
+    /// Starts a node listening for peers on `config.addr.peer`.
+    pub async fn start(config: NodeConfig) -> Result<Node, NodeError> {
+        let listener = TcpListener::bind(&config.addr.peer)
+            .await
+            .map_err(|e| NodeError::Config(format!("bind {}: {e}", config.addr.peer)))?;
+        Node::start_on(config, listener).await
+    }
+
+    /// Starts a node on an already bound peer listener. A fresh node whose id is the lowest
+    /// of `config.members` initialises the cluster; a node with data rejoins from it.
+    pub async fn start_on(config: NodeConfig, listener: TcpListener) -> Result<Node, NodeError> {
+        config.validate()?;
+        std::fs::create_dir_all(&config.data_dir)
+            .map_err(|e| NodeError::Storage(format!("{}: {e}", config.data_dir.display())))?;
+        let db = store::open_db(&config.data_dir, config.sled_cache_bytes)?;
+        let (log, sm) = store::open(&db)?;
+        let committed = log.committed_index();
+        let shared = sm.shared();
+        let peers = PeerClient::new(config.cluster_secret.clone())
+            .map_err(|e| NodeError::Config(e.to_string()))?;
+        let raft_config = Arc::new(config.raft_config()?);
+        let raft = Raft::new(config.id, raft_config, NetworkFactory::new(peers.clone()), log, sm)
+            .await
+            .map_err(|e| NodeError::Storage(e.to_string()))?;
+        let peer_addr = listener
+            .local_addr()
+            .map_err(|e| NodeError::Config(e.to_string()))?;
+        let (proposals, proposal_queue) = mpsc::channel(QUEUE_LEN_MAX);
+        let (reads, read_queue) = mpsc::channel(QUEUE_LEN_MAX);
+        let (clock, clock_queue) = mpsc::channel(QUEUE_LEN_MAX);
+        let cancel = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let node = Node {
+            inner: Arc::new(NodeInner {
+                config,
+                raft: raft.clone(),
+                sm: shared,
+                peers,
+                proposals,
+                reads,
+                clock,
+                committed,
+                membership: tokio::sync::Mutex::new(()),
+                peer_addr,
+                cancel: cancel.clone(),
+                tracker: tracker.clone(),
+                db,
+            }),
+        };
+        node.spawn_workers(listener, proposal_queue, read_queue, clock_queue);
+        node.bootstrap().await?;
+        tracing::info!(id = node.id(), peer = %peer_addr, "node started");
+        Ok(node)
+    }
+
+    fn spawn_workers(
+        &self,
+        listener: TcpListener,
+        proposal_queue: mpsc::Receiver<Pending>,
+        read_queue: mpsc::Receiver<ReadReply>,
+        clock_queue: mpsc::Receiver<ClockRequest>,
+    ) {
+        let inner = &self.inner;
+        let (cancel, tracker) = (inner.cancel.clone(), inner.tracker.clone());
+        let app = network::router(self.clone());
+        let stop = cancel.clone().cancelled_owned();
+        tracker.spawn(async move {
+            if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
+                tracing::error!(error = %e, "peer server failed");
+            }
+        });
+        let bounds = BatchBounds {
+            proposals_max: inner.config.batch_proposals_max,
+            bytes_max: inner.config.batch_bytes_max,
+            in_flight_max: inner.config.batches_in_flight_max,
+        };
+        tracker.spawn(proposer::run(
+            inner.raft.clone(),
+            proposal_queue,
+            bounds,
+            tracker.clone(),
+            cancel.clone(),
+        ));
+        let retry = Duration::from_millis(inner.config.heartbeat_ms);
+        tracker.spawn(reader::run(inner.raft.clone(), read_queue, retry, cancel.clone()));
+        tracker.spawn(lease_clock::run(self.clone(), clock_queue, cancel));
+    }
+
+    async fn bootstrap(&self) -> Result<(), NodeError> {
+        let config = &self.inner.config;
+        let initialized = self
+            .inner
+            .raft
+            .is_initialized()
+            .await
+            .map_err(|_| NodeError::Stopped)?;
+        let lowest = config.members.keys().next() == Some(&config.id);
+        if initialized || !lowest || config.join_existing {
+            return Ok(());
+        }
+        tracing::info!(members = config.members.len(), "initialising a new cluster");
+        match self.inner.raft.initialize(config.members.clone()).await {
+            Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
+            Err(e) => Err(NodeError::Config(format!("initialise: {e}"))),
+        }
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.inner.config.id
+    }
+
+    /// This node's configuration.
+    pub fn config(&self) -> &NodeConfig {
+        &self.inner.config
+    }
+
+    /// The peer address this node listens on.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.inner.peer_addr
+    }
+
+    /// The Raft handle (for the peer server and tests).
+    pub fn raft(&self) -> &Raft {
+        &self.inner.raft
+    }
+
+    pub(crate) fn sm(&self) -> &SmShared {
+        &self.inner.sm
+    }
+
+    /// Whether this node is the leader right now (as far as it knows).
+    pub fn is_leader(&self) -> bool {
+        let m = self.inner.raft.metrics();
+        let m = m.borrow();
+        m.state == ServerState::Leader && m.current_leader == Some(self.id())
+    }
+
+    /// The leader this node knows of, with its addresses.
+    pub fn leader(&self) -> Option<(NodeId, NodeAddr)> {
+        let m = self.inner.raft.metrics();
+        let m = m.borrow();
+        let id = m.current_leader?;
+        let addr = m.membership_config.membership().get_node(&id)?.clone();
+        Some((id, addr))
+    }
+
+    /// Proposes a command (forwarded to the leader if this node is not). On timeout the
+    /// outcome is unknown (`Indeterminate`), never reported as failed.
+    pub async fn propose(&self, proposal: Proposal) -> Result<Applied, NodeError> {
+        proposal.validate(&self.inner.config.limits)?;
+        let timeout = Duration::from_millis(self.inner.config.propose_timeout_ms);
+        tokio::time::timeout(timeout, self.routed(proposal, Route::Propose))
+            .await
+            .unwrap_or_else(|_| {
+                Err(NodeError::Indeterminate(format!(
+                    "no answer within {} ms",
+                    timeout.as_millis()
+                )))
+            })
+    }
+
+    /// Proposes on this node, which must be the leader.
+    pub(crate) async fn propose_here(&self, proposal: Proposal) -> Result<Applied, NodeError> {
+        let bytes = bincode::serialized_size(&proposal).unwrap_or(0) as usize;
+        let (reply, answer) = oneshot::channel();
+        self.inner
+            .proposals
+            .send(Pending {
+                proposal,
+                bytes,
+                reply,
+            })
+            .await
+            .map_err(|_| NodeError::Stopped)?;
+        answer
+            .await
+            .map_err(|_| NodeError::Indeterminate("the proposer dropped the proposal".into()))?
+    }
+
+    /// A linearizable read index: the leader confirmed its leadership after the call began,
+    /// and this node has applied at least that far.
+    pub async fn read_index(&self) -> Result<u64, NodeError> {
+        let timeout = Duration::from_millis(self.inner.config.propose_timeout_ms);
+        let index = tokio::time::timeout(timeout, self.routed((), Route::ReadIndex))
+            .await
+            .unwrap_or_else(|_| Err(NodeError::Unavailable("read index timed out".into())))?;
+        self.wait_applied(index, timeout).await?;
+        Ok(index)
+    }
+
+    pub(crate) async fn read_index_here(&self) -> Result<u64, NodeError> {
+        if !self.is_leader() {
+            return Err(NodeError::ForwardToLeader {
+                leader: self.leader(),
+            });
+        }
+        let (reply, answer) = oneshot::channel();
+        self.inner
+            .reads
+            .send(reply)
+            .await
+            .map_err(|_| NodeError::Stopped)?;
+        answer.await.map_err(|_| NodeError::Stopped)?
+    }
+
+    /// Runs `f` on the state after a linearizable read index.
+    pub async fn read<R>(&self, f: impl FnOnce(&StateMachine) -> R) -> Result<R, NodeError> {
+        self.read_index().await?;
+        Ok(self.inner.sm.query(f))
+    }
+
+    /// Runs `f` on this node's applied state (serializable, possibly stale).
+    pub fn read_local<R>(&self, f: impl FnOnce(&StateMachine) -> R) -> R {
+        self.inner.sm.query(f)
+    }
+
+    /// Keeps a lease alive on the leader's clock. `Some(ttl_ms)`: the lease lives at least
+    /// `ttl_ms` from when this call was sent; `None`: the lease is gone.
+    pub async fn keepalive(&self, lease: LeaseId) -> Result<Option<u64>, NodeError> {
+        let timeout = Duration::from_millis(self.inner.config.propose_timeout_ms);
+        tokio::time::timeout(timeout, self.routed(lease, Route::Keepalive))
+            .await
+            .unwrap_or_else(|_| Err(NodeError::Unavailable("keepalive timed out".into())))
+    }
+
+    pub(crate) async fn keepalive_here(&self, lease: LeaseId) -> Result<Option<u64>, NodeError> {
+        // Only a confirmed leader may acknowledge: a deposed one must not extend a lease.
+        self.read_index_here().await?;
+        let Some(entry) = self.inner.sm.query(|sm| sm.lease_clock_entry(lease)) else {
+            return Ok(None);
+        };
+        let (reply, answer) = oneshot::channel();
+        let request = ClockRequest::Keepalive {
+            lease,
+            ttl_ms: entry.ttl_ms,
+            reply,
+        };
+        self.inner
+            .clock
+            .send(request)
+            .await
+            .map_err(|_| NodeError::Stopped)?;
+        let Some(ttl_ms) = answer.await.map_err(|_| NodeError::Stopped)? else {
+            return Ok(None);
+        };
+        if entry.checkpoint_remaining_ms.is_some() {
+            // A new leader would start this lease from the old checkpoint: reset it before
+            // acknowledging, or the lease could end earlier than ttl after this keepalive.
+            let reset = Command::LeaseCheckpoint(LeaseCheckpoint {
+                remaining_ms: vec![(lease, ttl_ms)],
+            });
+            self.propose_here(Proposal::from(reset)).await?;
+        }
+        Ok(Some(ttl_ms))
+    }
+
+    /// The lease's remaining TTL on the leader's clock, if the leader tracks it.
+    pub async fn lease_remaining_ms(&self, lease: LeaseId) -> Result<Option<u64>, NodeError> {
+        let timeout = Duration::from_millis(self.inner.config.propose_timeout_ms);
+        tokio::time::timeout(timeout, self.routed(lease, Route::Remaining))
+            .await
+            .unwrap_or_else(|_| Err(NodeError::Unavailable("remaining TTL timed out".into())))
+    }
+
+    pub(crate) async fn lease_remaining_here(&self, lease: LeaseId) -> Result<Option<u64>, NodeError> {
+        if !self.is_leader() {
+            return Err(NodeError::ForwardToLeader {
+                leader: self.leader(),
+            });
+        }
+        let (reply, answer) = oneshot::channel();
+        self.inner
+            .clock
+            .send(ClockRequest::Remaining { lease, reply })
+            .await
+            .map_err(|_| NodeError::Stopped)?;
+        answer.await.map_err(|_| NodeError::Stopped)
+    }
+
+    /// Applied progress (index and revision), to wait for a revision.
+    pub fn progress(&self) -> watch::Receiver<AppliedProgress> {
+        self.inner.sm.progress()
+    }
+
+    /// Events as this node applies them. A receiver that lags must re-read from the state
+    /// machine's event window (`events_since`).
+    pub fn events(&self) -> broadcast::Receiver<Arc<AppliedBatch>> {
+        self.inner.sm.events()
+    }
+
+    /// Waits until this node has applied `index`.
+    pub async fn wait_applied(&self, index: u64, timeout: Duration) -> Result<(), NodeError> {
+        let mut progress = self.inner.sm.progress();
+        let reached = progress.wait_for(|p| p.log_index >= index);
+        match tokio::time::timeout(timeout, reached).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(_)) => Err(NodeError::Stopped),
+            Err(_) => Err(NodeError::Unavailable(format!("index {index} not applied in time"))),
+        }
+    }
+
+    /// The cluster as this node sees it.
+    pub fn status(&self) -> ClusterStatus {
+        let m = self.inner.raft.metrics().borrow().clone();
+        let progress = *self.inner.sm.progress().borrow();
+        let membership = m.membership_config.membership();
+        let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+        let members = membership
+            .nodes()
+            .map(|(id, addr)| MemberStatus {
+                id: *id,
+                addr: addr.clone(),
+                voter: voters.contains(id),
+                matched_index: m
+                    .replication
+                    .as_ref()
+                    .and_then(|r| r.get(id).cloned().flatten())
+                    .map(|l| l.index),
+            })
+            .collect();
+        ClusterStatus {
+            id: self.id(),
+            state: format!("{:?}", m.state),
+            leader: m.current_leader,
+            term: m.current_term,
+            last_log_index: m.last_log_index.unwrap_or(0),
+            committed_index: self.inner.committed.load(Ordering::Relaxed),
+            applied_index: progress.log_index,
+            revision: progress.revision,
+            snapshot_index: m.snapshot.map(|l| l.index),
+            purged_index: m.purged.map(|l| l.index),
+            members,
+        }
+    }
+
+    /// Adds a member: it joins as a learner, catches up, then becomes a voter. Leader only;
+    /// one change at a time.
+    pub async fn add_member(&self, id: NodeId, addr: NodeAddr) -> Result<(), NodeError> {
+        let _one_at_a_time = self.inner.membership.lock().await;
+        self.require_leader()?;
+        self.inner
+            .raft
+            .add_learner(id, addr, true)
+            .await
+            .map_err(membership_error)?;
+        let voters = ChangeMembers::AddVoterIds(BTreeSet::from([id]));
+        self.inner
+            .raft
+            .change_membership(voters, false)
+            .await
+            .map_err(membership_error)?;
+        tracing::info!(member = id, "member added as a voter");
+        Ok(())
+    }
+
+    /// Removes a member (voter or learner). Leader only; the last voter cannot go. Stop the
+    /// removed node afterwards: it does not learn of its removal.
+    pub async fn remove_member(&self, id: NodeId) -> Result<(), NodeError> {
+        let _one_at_a_time = self.inner.membership.lock().await;
+        self.require_leader()?;
+        let membership = self.inner.raft.metrics().borrow().membership_config.clone();
+        let voters: BTreeSet<NodeId> = membership.membership().voter_ids().collect();
+        if voters.contains(&id) {
+            if voters.len() == 1 {
+                return Err(NodeError::Membership("cannot remove the last voter".into()));
+            }
+            let change = ChangeMembers::RemoveVoters(BTreeSet::from([id]));
+            self.inner
+                .raft
+                .change_membership(change, false)
+                .await
+                .map_err(membership_error)?;
+        } else if membership.membership().get_node(&id).is_some() {
+            let change = ChangeMembers::RemoveNodes(BTreeSet::from([id]));
+            self.inner
+                .raft
+                .change_membership(change, false)
+                .await
+                .map_err(membership_error)?;
+        } else {
+            return Err(NodeError::Membership(format!("{id} is not a member")));
+        }
+        tracing::info!(member = id, "member removed");
+        Ok(())
+    }
+
+    fn require_leader(&self) -> Result<(), NodeError> {
+        if self.is_leader() {
+            Ok(())
+        } else {
+            Err(NodeError::ForwardToLeader {
+                leader: self.leader(),
+            })
+        }
+    }
+
+    /// Stops the node: workers, the peer server and Raft; then flushes sled.
+    pub async fn shutdown(&self) {
+        let inner = &self.inner;
+        inner.cancel.cancel();
+        if let Err(e) = inner.raft.shutdown().await {
+            tracing::warn!(error = %e, "raft shutdown");
+        }
+        inner.tracker.close();
+        if tokio::time::timeout(SHUTDOWN_GRACE, inner.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("node tasks did not stop within the grace period");
+        }
+        if let Err(e) = inner.db.flush_async().await {
+            tracing::warn!(error = %e, "final flush");
+        }
+        tracing::info!(id = self.id(), "node stopped");
+    }
+
+    async fn routed<Req, Resp>(&self, request: Req, route: Route) -> Result<Resp, NodeError>
+    where
+        Req: Serialize + Clone + Send,
+        Resp: DeserializeOwned + RouteLocal<Req>,
+    {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let result = match self.leader() {
+                Some((id, _)) if id == self.id() => Resp::here(self, route, request.clone()).await,
+                Some((_, addr)) => self.forward(&addr.peer, route.path(), &request).await,
+                None => Err(NodeError::NoLeader),
+            };
+            match result {
+                Err(NodeError::ForwardToLeader { .. } | NodeError::NoLeader)
+                    if attempt < ROUTE_ATTEMPTS_MAX =>
+                {
+                    self.await_leader_change().await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn forward<Req: Serialize, Resp: DeserializeOwned>(
+        &self,
+        addr: &str,
+        path: &str,
+        request: &Req,
+    ) -> Result<Resp, NodeError> {
+        let timeout = Duration::from_millis(self.inner.config.propose_timeout_ms);
+        let reply: Result<Resp, PeerFailure> = self
+            .inner
+            .peers
+            .call(addr, path, request, timeout)
+            .await
+            .map_err(|e| match e {
+                // Nothing was sent: the caller may route again.
+                PeerError::Unreachable(_) => NodeError::NoLeader,
+                PeerError::Network(m) => NodeError::Indeterminate(m),
+                PeerError::Refused(status) => {
+                    NodeError::Unavailable(format!("leader refused with status {status}"))
+                }
+            })?;
+        reply.map_err(NodeError::from)
+    }
+
+    async fn await_leader_change(&self) {
+        let mut metrics = self.inner.raft.metrics();
+        let wait = Duration::from_millis(self.inner.config.election_timeout_min_ms);
+        let _ = tokio::time::timeout(wait, metrics.changed()).await;
+    }
+}
+
+/// Requests that can be routed to the leader.
+#[derive(Clone, Copy)]
+enum Route {
+    Propose,
+    ReadIndex,
+    Keepalive,
+    Remaining,
+}
+
+impl Route {
+    fn path(self) -> &'static str {
+        match self {
+            Route::Propose => "/baton/propose",
+            Route::ReadIndex => "/baton/read_index",
+            Route::Keepalive => "/baton/keepalive",
+            Route::Remaining => "/baton/lease_remaining",
+        }
+    }
+}
+
+/// How the leader answers a routed request itself.
+trait RouteLocal<Req>: Sized {
+    fn here(
+        node: &Node,
+        route: Route,
+        request: Req,
+    ) -> impl Future<Output = Result<Self, NodeError>> + Send;
+}
+
+impl RouteLocal<Proposal> for Applied {
+    async fn here(node: &Node, _: Route, request: Proposal) -> Result<Applied, NodeError> {
+        node.propose_here(request).await
+    }
+}
+
+impl RouteLocal<()> for u64 {
+    async fn here(node: &Node, _: Route, (): ()) -> Result<u64, NodeError> {
+        node.read_index_here().await
+    }
+}
+
+impl RouteLocal<LeaseId> for Option<u64> {
+    async fn here(node: &Node, route: Route, lease: LeaseId) -> Result<Option<u64>, NodeError> {
+        match route {
+            Route::Remaining => node.lease_remaining_here(lease).await,
+            _ => node.keepalive_here(lease).await,
+        }
+    }
+}
+
+fn membership_error(e: RaftError<ClientWriteError>) -> NodeError {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => NodeError::ForwardToLeader {
+            leader: f.leader_id.zip(f.leader_node),
+        },
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(
+            ChangeMembershipError::InProgress(p),
+        )) => NodeError::Membership(format!("another change is in progress: {p}")),
+        RaftError::APIError(other) => NodeError::Membership(other.to_string()),
+        RaftError::Fatal(_) => NodeError::Stopped,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn routes_have_distinct_paths() {
+        let paths: BTreeMap<&str, ()> = [Route::Propose, Route::ReadIndex, Route::Keepalive, Route::Remaining]
+            .into_iter()
+            .map(|r| (r.path(), ()))
+            .collect();
+        assert_eq!(paths.len(), 4);
+    }
+}

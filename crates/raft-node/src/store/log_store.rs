@@ -1,0 +1,236 @@
+//! `RaftLogStorage` on sled. Every operation is one atomic `Batch`; nothing is reported
+//! saved before `flush_async` returned (sled loses unflushed writes even on a plain crash).
+
+use crate::codec;
+use crate::error::NodeError;
+use crate::types::{Entry, LogId, NodeId, StorageError, TypeConfig, Vote};
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{RaftLogReader, StorageIOError};
+use std::fmt::Debug;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+const ENTRY: u8 = 0x01;
+const VOTE_KEY: &[u8] = b"\x00vote";
+const COMMITTED_KEY: &[u8] = b"\x00committed";
+const PURGED_KEY: &[u8] = b"\x00last_purged";
+
+/// Bytes of entries one replication read returns at most (at least one entry).
+pub(crate) const READ_BYTES_MAX: usize = 4 << 20;
+
+fn entry_key(index: u64) -> [u8; 9] {
+    let mut key = [ENTRY; 9];
+    key[1..].copy_from_slice(&index.to_be_bytes());
+    key
+}
+
+/// The Raft log, vote and commit pointer. Cloning shares the same tree.
+#[derive(Clone)]
+pub struct LogStore {
+    db: sled::Db,
+    tree: sled::Tree,
+    /// The last committed index this node saved, for status reports (0: none).
+    committed: Arc<AtomicU64>,
+}
+
+impl LogStore {
+    pub(crate) fn open(db: sled::Db) -> Result<LogStore, NodeError> {
+        let tree = db
+            .open_tree("raft")
+            .map_err(|e| NodeError::Storage(e.to_string()))?;
+        let store = LogStore {
+            db,
+            tree,
+            committed: Arc::new(AtomicU64::new(0)),
+        };
+        let committed: Option<LogId> = store
+            .get(COMMITTED_KEY)
+            .map_err(|e| NodeError::Storage(e.to_string()))?;
+        if let Some(c) = committed {
+            store.committed.store(c.index, Ordering::Relaxed);
+        }
+        Ok(store)
+    }
+
+    /// A handle on the committed index, for status reports.
+    pub fn committed_index(&self) -> Arc<AtomicU64> {
+        self.committed.clone()
+    }
+
+    fn get<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &[u8],
+    ) -> Result<Option<T>, StorageIOError<NodeId>> {
+        match self.tree.get(key).map_err(|e| StorageIOError::read(&e))? {
+            Some(bytes) => codec::decode(&bytes)
+                .map(Some)
+                .map_err(|e| StorageIOError::read(&e)),
+            None => Ok(None),
+        }
+    }
+
+    async fn flush(&self) -> Result<(), std::io::Error> {
+        self.db
+            .flush_async()
+            .await
+            .map(|_| ())
+            .map_err(std::io::Error::other)
+    }
+
+    fn last_entry_id(&self) -> Result<Option<LogId>, StorageIOError<NodeId>> {
+        match self.tree.scan_prefix([ENTRY]).next_back() {
+            Some(item) => {
+                let (_, bytes) = item.map_err(|e| StorageIOError::read_logs(&e))?;
+                let entry: Entry =
+                    codec::decode(&bytes).map_err(|e| StorageIOError::read_logs(&e))?;
+                Ok(Some(entry.log_id))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn read_range(&self, start: u64, end: u64, bytes_max: usize) -> Result<Vec<Entry>, StorageError> {
+        let mut out = Vec::new();
+        let mut bytes_total = 0;
+        for item in self.tree.range(entry_key(start)..entry_key(end)) {
+            let (_, bytes) = item.map_err(|e| StorageIOError::read_logs(&e))?;
+            bytes_total += bytes.len();
+            if !out.is_empty() && bytes_total > bytes_max {
+                break;
+            }
+            out.push(codec::decode(&bytes).map_err(|e| StorageIOError::read_logs(&e))?);
+        }
+        Ok(out)
+    }
+}
+
+fn bounds(range: &impl RangeBounds<u64>) -> (u64, u64) {
+    let start = match range.start_bound() {
+        Bound::Included(s) => *s,
+        Bound::Excluded(s) => s.saturating_add(1),
+        Bound::Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Bound::Included(e) => e.saturating_add(1),
+        Bound::Excluded(e) => *e,
+        Bound::Unbounded => u64::MAX,
+    };
+    (start, end)
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError> {
+        let (start, end) = bounds(&range);
+        self.read_range(start, end, usize::MAX)
+    }
+
+    async fn limited_get_log_entries(
+        &mut self,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<Entry>, StorageError> {
+        self.read_range(start, end, READ_BYTES_MAX)
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+        let last_purged_log_id: Option<LogId> = self.get(PURGED_KEY)?;
+        let last_log_id = self.last_entry_id()?.or(last_purged_log_id);
+        Ok(LogState {
+            last_purged_log_id,
+            last_log_id,
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> LogStore {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
+        let bytes = codec::encode(vote).map_err(|e| StorageIOError::write_vote(&e))?;
+        self.tree
+            .insert(VOTE_KEY, bytes)
+            .map_err(|e| StorageIOError::write_vote(&e))?;
+        self.flush()
+            .await
+            .map_err(|e| StorageIOError::write_vote(&e))?;
+        Ok(())
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
+        Ok(self.get(VOTE_KEY)?)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
+        // No flush of its own: the next log flush covers it, and a stale value only makes
+        // the restart re-apply less, never more (entries are re-committed by the leader).
+        let bytes = codec::encode(&committed).map_err(|e| StorageIOError::write(&e))?;
+        self.tree
+            .insert(COMMITTED_KEY, bytes)
+            .map_err(|e| StorageIOError::write(&e))?;
+        if let Some(c) = committed {
+            self.committed.store(c.index, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
+        Ok(self.get::<Option<LogId>>(COMMITTED_KEY)?.flatten())
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let mut batch = sled::Batch::default();
+        for entry in entries {
+            let bytes = codec::encode(&entry).map_err(|e| StorageIOError::write_logs(&e))?;
+            batch.insert(&entry_key(entry.log_id.index), bytes);
+        }
+        self.tree
+            .apply_batch(batch)
+            .map_err(|e| StorageIOError::write_logs(&e))?;
+        // Readable now; durable only once the flush returns, and only then reported.
+        let flushed = self.flush().await;
+        callback.log_io_completed(flushed);
+        Ok(())
+    }
+
+    async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        let mut batch = sled::Batch::default();
+        for item in self.tree.range(entry_key(log_id.index)..entry_key(u64::MAX)) {
+            let (key, _) = item.map_err(|e| StorageIOError::write_logs(&e))?;
+            batch.remove(key);
+        }
+        self.tree
+            .apply_batch(batch)
+            .map_err(|e| StorageIOError::write_logs(&e))?;
+        self.flush()
+            .await
+            .map_err(|e| StorageIOError::write_logs(&e))?;
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        // The purge pointer and the removals go in one batch: never a hole without a pointer.
+        let mut batch = sled::Batch::default();
+        let pointer = codec::encode(&log_id).map_err(|e| StorageIOError::write_logs(&e))?;
+        batch.insert(PURGED_KEY, pointer);
+        for item in self.tree.range(entry_key(0)..=entry_key(log_id.index)) {
+            let (key, _) = item.map_err(|e| StorageIOError::write_logs(&e))?;
+            batch.remove(key);
+        }
+        self.tree
+            .apply_batch(batch)
+            .map_err(|e| StorageIOError::write_logs(&e))?;
+        Ok(())
+    }
+}

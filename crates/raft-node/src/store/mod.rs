@@ -1,0 +1,34 @@
+//! The only code that knows sled. One `sled::Db` per node with two trees:
+//! - `raft`: the vote, the committed log id, the last purged log id and the entries, keyed
+//!   `0x00|name` and `0x01|big-endian index` (byte order = numeric order).
+//! - `snapshot`: the current snapshot (`meta`, `data`), written in one batch.
+//!
+//! The state machine lives in memory and is rebuilt on start from the last snapshot plus
+//! the committed entries after it, which openraft re-applies (`read_committed`). So an
+//! entry is never lost (it is in the flushed log) and never applied twice (the snapshot
+//! records the last entry it contains).
+
+mod log_store;
+mod sm_store;
+
+pub use log_store::LogStore;
+pub use sm_store::{AppliedBatch, AppliedProgress, SmShared, SmStore};
+
+use crate::error::NodeError;
+use std::path::Path;
+
+/// Opens (or creates) the node's sled database.
+pub fn open_db(dir: &Path, cache_bytes: u64) -> Result<sled::Db, NodeError> {
+    sled::Config::new()
+        .path(dir)
+        .cache_capacity(cache_bytes)
+        .open()
+        .map_err(|e| NodeError::Storage(format!("open {}: {e}", dir.display())))
+}
+
+/// Opens both stores on one database.
+pub fn open(db: &sled::Db) -> Result<(LogStore, SmStore), NodeError> {
+    let log = LogStore::open(db.clone())?;
+    let sm = SmStore::open(db.clone())?;
+    Ok((log, sm))
+}

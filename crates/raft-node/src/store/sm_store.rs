@@ -1,0 +1,309 @@
+//! `RaftStateMachine`: applies committed entries to the in-memory [`StateMachine`] and keeps
+//! snapshots in sled. Readers (the node's queries, watches, the lease clock) share the same
+//! state through [`SmShared`].
+
+use crate::codec;
+use crate::error::NodeError;
+use crate::types::{
+    BatchReply, Entry, LogId, NodeId, Snapshot, SnapshotMeta, StorageError, StoredMembership,
+    TypeConfig,
+};
+use baton_state_machine::{Event, Revision, StateMachine};
+use openraft::storage::RaftStateMachine;
+use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
+use std::io::Cursor;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use tokio::sync::{broadcast, watch};
+
+const SNAPSHOT_META_KEY: &[u8] = b"meta";
+const SNAPSHOT_DATA_KEY: &[u8] = b"data";
+/// Applied batches a slow subscriber may fall behind by before it must resync from the
+/// state machine's event window.
+const EVENT_CHANNEL_CAPACITY: usize = 4_096;
+
+/// How far this node has applied the log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AppliedProgress {
+    /// The last applied log index (0: none).
+    pub log_index: u64,
+    /// The state machine's revision after it.
+    pub revision: Revision,
+}
+
+/// The events of one `apply` call (one or more entries), in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppliedBatch {
+    /// The revision after the batch.
+    pub revision: Revision,
+    /// Its events; each carries its own revision.
+    pub events: Vec<Event>,
+}
+
+/// The applied state and what watches it.
+pub(crate) struct SmState {
+    pub(crate) machine: StateMachine,
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+}
+
+/// State shared by the state-machine store and the node's readers.
+pub struct SmShared {
+    // A std lock: held only for synchronous work (apply, a query, a snapshot encode), never
+    // across an `.await`.
+    state: RwLock<SmState>,
+    progress: watch::Sender<AppliedProgress>,
+    events: broadcast::Sender<Arc<AppliedBatch>>,
+}
+
+impl SmShared {
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, SmState> {
+        self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, SmState> {
+        self.state.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs a query against the applied state.
+    pub fn query<R>(&self, f: impl FnOnce(&StateMachine) -> R) -> R {
+        f(&self.read().machine)
+    }
+
+    /// Applied progress, to wait for an index or a revision.
+    pub fn progress(&self) -> watch::Receiver<AppliedProgress> {
+        self.progress.subscribe()
+    }
+
+    /// Events as they are applied.
+    pub fn events(&self) -> broadcast::Receiver<Arc<AppliedBatch>> {
+        self.events.subscribe()
+    }
+}
+
+/// The state-machine store handed to openraft.
+pub struct SmStore {
+    shared: Arc<SmShared>,
+    snapshots: sled::Tree,
+    db: sled::Db,
+    builds: Arc<AtomicU64>,
+}
+
+impl SmStore {
+    pub(crate) fn open(db: sled::Db) -> Result<SmStore, NodeError> {
+        let snapshots = db
+            .open_tree("snapshot")
+            .map_err(|e| NodeError::Storage(e.to_string()))?;
+        let state = match load_snapshot(&snapshots).map_err(|e| NodeError::Storage(e.to_string()))? {
+            Some((meta, data)) => SmState {
+                machine: StateMachine::restore(&data)
+                    .map_err(|e| NodeError::Storage(format!("restore snapshot: {e}")))?,
+                last_applied: meta.last_log_id,
+                membership: meta.last_membership,
+            },
+            None => SmState {
+                machine: StateMachine::default(),
+                last_applied: None,
+                membership: StoredMembership::default(),
+            },
+        };
+        let progress = AppliedProgress {
+            log_index: state.last_applied.map_or(0, |l| l.index),
+            revision: state.machine.revision(),
+        };
+        let shared = Arc::new(SmShared {
+            state: RwLock::new(state),
+            progress: watch::channel(progress).0,
+            events: broadcast::channel(EVENT_CHANNEL_CAPACITY).0,
+        });
+        Ok(SmStore {
+            shared,
+            snapshots,
+            db,
+            builds: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// The state shared with readers.
+    pub fn shared(&self) -> Arc<SmShared> {
+        self.shared.clone()
+    }
+
+    async fn persist_snapshot(&self, meta: &SnapshotMeta, data: &[u8]) -> Result<(), StorageError> {
+        let sig = Some(meta.signature());
+        let meta_bytes = codec::encode(meta).map_err(|e| StorageIOError::write_snapshot(sig.clone(), &e))?;
+        let mut batch = sled::Batch::default();
+        batch.insert(SNAPSHOT_META_KEY, meta_bytes);
+        batch.insert(SNAPSHOT_DATA_KEY, data);
+        self.snapshots
+            .apply_batch(batch)
+            .map_err(|e| StorageIOError::write_snapshot(sig.clone(), &e))?;
+        self.db
+            .flush_async()
+            .await
+            .map_err(|e| StorageIOError::write_snapshot(sig, &e))?;
+        Ok(())
+    }
+}
+
+fn load_snapshot(tree: &sled::Tree) -> Result<Option<(SnapshotMeta, Vec<u8>)>, StorageIOError<NodeId>> {
+    let meta = tree
+        .get(SNAPSHOT_META_KEY)
+        .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+    let data = tree
+        .get(SNAPSHOT_DATA_KEY)
+        .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+    match (meta, data) {
+        (Some(meta), Some(data)) => {
+            let meta: SnapshotMeta =
+                codec::decode(&meta).map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+            Ok(Some((meta, data.to_vec())))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Builds snapshots from a consistent view: it encodes under the read lock, so apply
+/// waits for the encode and never interleaves with it.
+pub struct SnapshotBuilder {
+    store: SmStore,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
+        let (meta, data) = {
+            let state = self.store.shared.read();
+            let data = state
+                .machine
+                .snapshot()
+                .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+            let build = self.store.builds.fetch_add(1, Ordering::Relaxed);
+            let snapshot_id = match state.last_applied {
+                Some(l) => format!("{}-{}-{}-{build}", l.leader_id.term, l.leader_id.node_id, l.index),
+                None => format!("0-0-0-{build}"),
+            };
+            let meta = SnapshotMeta {
+                last_log_id: state.last_applied,
+                last_membership: state.membership.clone(),
+                snapshot_id,
+            };
+            (meta, data)
+        };
+        self.store.persist_snapshot(&meta, &data).await?;
+        tracing::info!(snapshot = %meta.snapshot_id, bytes = data.len(), "snapshot built");
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        })
+    }
+}
+
+impl Clone for SmStore {
+    fn clone(&self) -> SmStore {
+        SmStore {
+            shared: self.shared.clone(),
+            snapshots: self.snapshots.clone(),
+            db: self.db.clone(),
+            builds: self.builds.clone(),
+        }
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for SmStore {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), StorageError> {
+        let state = self.shared.read();
+        Ok((state.last_applied, state.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<BatchReply>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let mut replies = Vec::new();
+        let mut events = Vec::new();
+        let progress = {
+            let mut state = self.shared.write();
+            for entry in entries {
+                state.last_applied = Some(entry.log_id);
+                let reply = match entry.payload {
+                    EntryPayload::Blank => BatchReply::default(),
+                    EntryPayload::Normal(batch) => {
+                        let applied: Vec<_> = batch
+                            .proposals
+                            .into_iter()
+                            .map(|p| state.machine.apply(p))
+                            .collect();
+                        events.extend(applied.iter().flat_map(|a| a.events.iter().cloned()));
+                        BatchReply { applied }
+                    }
+                    EntryPayload::Membership(m) => {
+                        state.membership = StoredMembership::new(Some(entry.log_id), m);
+                        BatchReply::default()
+                    }
+                };
+                replies.push(reply);
+            }
+            AppliedProgress {
+                log_index: state.last_applied.map_or(0, |l| l.index),
+                revision: state.machine.revision(),
+            }
+        };
+        if !events.is_empty() {
+            // Nobody listening is fine: watches subscribe when they start.
+            let _ = self.shared.events.send(Arc::new(AppliedBatch {
+                revision: progress.revision,
+                events,
+            }));
+        }
+        self.shared.progress.send_replace(progress);
+        Ok(replies)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
+        SnapshotBuilder {
+            store: self.clone(),
+        }
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError> {
+        let data = snapshot.into_inner();
+        let machine = StateMachine::restore(&data)
+            .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
+        // Persist first: a crash after this point restarts from the new snapshot.
+        self.persist_snapshot(meta, &data).await?;
+        let progress = {
+            let mut state = self.shared.write();
+            // Replace everything: nothing of the old state survives an install.
+            *state = SmState {
+                machine,
+                last_applied: meta.last_log_id,
+                membership: meta.last_membership.clone(),
+            };
+            AppliedProgress {
+                log_index: state.last_applied.map_or(0, |l| l.index),
+                revision: state.machine.revision(),
+            }
+        };
+        tracing::info!(snapshot = %meta.snapshot_id, revision = %progress.revision, "snapshot installed");
+        self.shared.progress.send_replace(progress);
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, StorageError> {
+        Ok(load_snapshot(&self.snapshots)?.map(|(meta, data)| Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        }))
+    }
+}

@@ -1,0 +1,75 @@
+//! openraft's type configuration for baton, and short names for its generic types.
+
+use baton_state_machine::{Applied, Proposal};
+use serde::{Deserialize, Serialize};
+use std::io::Cursor;
+
+/// A Raft node id.
+pub type NodeId = u64;
+
+/// Where a node listens: its peer port (Raft RPCs) and its client API port.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeAddr {
+    /// `host:port` of the peer API (Raft traffic, forwarding).
+    pub peer: String,
+    /// `host:port` of the client API (HTTP/JSON), what clients are redirected to.
+    pub api: String,
+}
+
+impl std::fmt::Display for NodeAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "peer={} api={}", self.peer, self.api)
+    }
+}
+
+/// One Raft entry's payload: many proposals gathered by group commit.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Batch {
+    /// The proposals, applied in order.
+    pub proposals: Vec<Proposal>,
+}
+
+/// One Raft entry's result: one [`Applied`] per proposal (empty for blank and membership
+/// entries).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchReply {
+    /// Results, in the order of the batch's proposals.
+    pub applied: Vec<Applied>,
+}
+
+openraft::declare_raft_types!(
+    /// baton's openraft configuration: batches in, replies out, u64 ids, two addresses.
+    pub TypeConfig:
+        D = Batch,
+        R = BatchReply,
+        NodeId = NodeId,
+        Node = NodeAddr,
+);
+
+/// A log id.
+pub type LogId = openraft::LogId<NodeId>;
+/// A log entry.
+pub type Entry = openraft::Entry<TypeConfig>;
+/// A vote.
+pub type Vote = openraft::Vote<NodeId>;
+/// A snapshot.
+pub type Snapshot = openraft::Snapshot<TypeConfig>;
+/// A snapshot's metadata.
+pub type SnapshotMeta = openraft::SnapshotMeta<NodeId, NodeAddr>;
+/// The membership recorded with the applied state.
+pub type StoredMembership = openraft::StoredMembership<NodeId, NodeAddr>;
+/// A storage error as openraft wants it.
+pub type StorageError = openraft::StorageError<NodeId>;
+/// The Raft handle.
+pub type Raft = openraft::Raft<TypeConfig>;
+/// Raft metrics.
+pub type RaftMetrics = openraft::RaftMetrics<NodeId, NodeAddr>;
+/// openraft's error wrapper, with an API error `E`.
+pub type RaftError<E = openraft::error::Infallible> = openraft::error::RaftError<NodeId, E>;
+/// An RPC error towards a peer.
+pub type RpcError<E = openraft::error::Infallible> =
+    openraft::error::RPCError<NodeId, NodeAddr, RaftError<E>>;
+/// The client-write error.
+pub type ClientWriteError = openraft::error::ClientWriteError<NodeId, NodeAddr>;
+/// The read-index error.
+pub type CheckIsLeaderError = openraft::error::CheckIsLeaderError<NodeId, NodeAddr>;

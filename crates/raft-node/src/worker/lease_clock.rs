@@ -1,0 +1,403 @@
+//! The leader's lease clock (SPEC §2). Only the leader keeps deadlines, on its monotonic
+//! clock; nothing here is replicated except the commands it proposes:
+//! - `LeaseExpire` when a lease's deadline passes (after re-confirming leadership),
+//! - `AcquireTimeout` when a blocking acquire's wait ends,
+//! - `LockDelayElapsed` when a lock-delay is over,
+//! - `LeaseCheckpoint` every checkpoint interval for leases not kept alive recently.
+//!
+//! On promotion every lease starts at `now + min(ttl, checkpointed remaining + election
+//! timeout)`, every pending wait at `now + wait_ms` and every lock-delay at `now + delay`;
+//! on demotion everything is forgotten. Keepalives reset deadlines in memory only.
+//!
+//! Owns: the deadlines. Woken by: applied events, leadership changes, keepalive and
+//! remaining-TTL requests, the earliest deadline, the checkpoint tick.
+//! Stops: when the node's token is cancelled.
+
+use crate::node::Node;
+use baton_state_machine::{
+    AcquireTimeout, Command, EventKind, LeaseCheckpoint, LeaseExpire, LeaseId, LockDelayElapsed,
+    Proposal, ResourceId, Revision, StateMachine,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// A request from the node to the clock.
+pub(crate) enum ClockRequest {
+    /// Reset a lease's deadline (leadership already confirmed). Answers the TTL, or `None`
+    /// if the lease is unknown or its expiry is already proposed.
+    Keepalive {
+        lease: LeaseId,
+        ttl_ms: u64,
+        reply: oneshot::Sender<Option<u64>>,
+    },
+    /// Remaining TTL on this leader's clock, if the lease is tracked.
+    Remaining {
+        lease: LeaseId,
+        reply: oneshot::Sender<Option<u64>>,
+    },
+}
+
+/// Something that becomes due.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Due {
+    Lease(LeaseId),
+    Wait {
+        resource: ResourceId,
+        lease: LeaseId,
+        owner: String,
+        enqueued: Revision,
+    },
+    Delay {
+        resource: ResourceId,
+        since: Revision,
+    },
+}
+
+/// Deadlines keyed for rescheduling and ordered for firing. Pure bookkeeping: callers pass
+/// `now`, so it is tested without a runtime.
+#[derive(Default)]
+pub(crate) struct Deadlines {
+    order: BTreeSet<(Instant, Due)>,
+    leases: BTreeMap<LeaseId, (Instant, u64)>,
+    waits: BTreeMap<(ResourceId, LeaseId, String), (Instant, Revision)>,
+    delays: BTreeMap<ResourceId, (Instant, Revision)>,
+    /// Leases whose expiry is proposed, with their TTL: a keepalive must not resurrect them.
+    expiring: BTreeMap<LeaseId, u64>,
+}
+
+impl Deadlines {
+    pub(crate) fn clear(&mut self) {
+        *self = Deadlines::default();
+    }
+
+    /// Sets a lease's deadline at `at` (replacing any), with its TTL.
+    pub(crate) fn set_lease(&mut self, lease: LeaseId, at: Instant, ttl_ms: u64) {
+        if let Some((old, _)) = self.leases.insert(lease, (at, ttl_ms)) {
+            self.order.remove(&(old, Due::Lease(lease)));
+        }
+        self.order.insert((at, Due::Lease(lease)));
+    }
+
+    pub(crate) fn forget_lease(&mut self, lease: LeaseId) {
+        if let Some((at, _)) = self.leases.remove(&lease) {
+            self.order.remove(&(at, Due::Lease(lease)));
+        }
+        self.expiring.remove(&lease);
+    }
+
+    /// A keepalive: the deadline moves to `now + ttl` unless the expiry is proposed.
+    pub(crate) fn keepalive(&mut self, lease: LeaseId, ttl_ms: u64, now: Instant) -> Option<u64> {
+        if self.expiring.contains_key(&lease) {
+            return None;
+        }
+        self.set_lease(lease, now + Duration::from_millis(ttl_ms), ttl_ms);
+        Some(ttl_ms)
+    }
+
+    pub(crate) fn remaining_ms(&self, lease: LeaseId, now: Instant) -> Option<u64> {
+        let (at, _) = self.leases.get(&lease)?;
+        Some(at.saturating_duration_since(now).as_millis() as u64)
+    }
+
+    pub(crate) fn set_wait(
+        &mut self,
+        resource: ResourceId,
+        lease: LeaseId,
+        owner: String,
+        enqueued: Revision,
+        at: Instant,
+    ) {
+        self.forget_wait(&resource, lease, &owner);
+        let key = (resource.clone(), lease, owner.clone());
+        self.waits.insert(key, (at, enqueued));
+        let due = Due::Wait {
+            resource,
+            lease,
+            owner,
+            enqueued,
+        };
+        self.order.insert((at, due));
+    }
+
+    pub(crate) fn forget_wait(&mut self, resource: &ResourceId, lease: LeaseId, owner: &str) {
+        let key = (resource.clone(), lease, owner.to_owned());
+        if let Some((at, enqueued)) = self.waits.remove(&key) {
+            let (resource, lease, owner) = key;
+            let due = Due::Wait {
+                resource,
+                lease,
+                owner,
+                enqueued,
+            };
+            self.order.remove(&(at, due));
+        }
+    }
+
+    pub(crate) fn set_delay(&mut self, resource: ResourceId, since: Revision, at: Instant) {
+        if let Some((old_at, old_since)) = self.delays.insert(resource.clone(), (at, since)) {
+            self.order.remove(&(old_at, Due::Delay { resource: resource.clone(), since: old_since }));
+        }
+        self.order.insert((at, Due::Delay { resource, since }));
+    }
+
+    pub(crate) fn forget_delay(&mut self, resource: &ResourceId) {
+        if let Some((at, since)) = self.delays.remove(resource) {
+            self.order.remove(&(at, Due::Delay { resource: resource.clone(), since }));
+        }
+    }
+
+    /// The earliest deadline.
+    pub(crate) fn next(&self) -> Option<Instant> {
+        self.order.first().map(|(at, _)| *at)
+    }
+
+    /// Removes and returns everything due at `now`. Due leases are marked expiring.
+    pub(crate) fn take_due(&mut self, now: Instant) -> Vec<Due> {
+        let mut due = Vec::new();
+        while let Some((at, _)) = self.order.first() {
+            if *at > now {
+                break;
+            }
+            let Some((_, d)) = self.order.pop_first() else { break };
+            match &d {
+                Due::Lease(l) => {
+                    if let Some((_, ttl_ms)) = self.leases.remove(l) {
+                        self.expiring.insert(*l, ttl_ms);
+                    }
+                }
+                Due::Wait { resource, lease, owner, .. } => {
+                    self.waits.remove(&(resource.clone(), *lease, owner.clone()));
+                }
+                Due::Delay { resource, .. } => {
+                    self.delays.remove(resource);
+                }
+            }
+            due.push(d);
+        }
+        due
+    }
+
+    /// An expiry proposal failed (e.g. leadership lost mid-way): try again at `at`.
+    pub(crate) fn retry_lease(&mut self, lease: LeaseId, at: Instant) {
+        if let Some(ttl_ms) = self.expiring.remove(&lease) {
+            self.set_lease(lease, at, ttl_ms);
+        }
+    }
+
+    /// Leases to checkpoint: those not kept alive within the last `interval` (remaining <
+    /// ttl − interval), with their remaining TTL. Recently kept-alive leases are skipped:
+    /// a new leader's `now + ttl` still ends them within ttl + interval + election timeout
+    /// of their last keepalive.
+    pub(crate) fn checkpoint(&self, now: Instant, interval_ms: u64) -> Vec<(LeaseId, u64)> {
+        self.leases
+            .iter()
+            .filter_map(|(lease, (at, ttl_ms))| {
+                let remaining = at.saturating_duration_since(now).as_millis() as u64;
+                (remaining + interval_ms < *ttl_ms).then_some((*lease, remaining))
+            })
+            .collect()
+    }
+
+}
+
+/// Starting deadlines on promotion, from the applied state.
+pub(crate) fn promote(d: &mut Deadlines, sm: &StateMachine, now: Instant, election_timeout_ms: u64) {
+    d.clear();
+    for entry in sm.lease_clock() {
+        let start_ms = entry
+            .checkpoint_remaining_ms
+            .map_or(entry.ttl_ms, |r| entry.ttl_ms.min(r.saturating_add(election_timeout_ms)));
+        d.set_lease(entry.lease, now + Duration::from_millis(start_ms), entry.ttl_ms);
+    }
+    for w in sm.pending_waits() {
+        d.set_wait(w.resource, w.lease, w.owner, w.enqueued, now + Duration::from_millis(w.wait_ms));
+    }
+    for (resource, delay) in sm.pending_lock_delays() {
+        d.set_delay(resource, delay.since, now + Duration::from_millis(delay.delay_ms));
+    }
+}
+
+/// Follows one applied event on the leader.
+pub(crate) fn observe(d: &mut Deadlines, revision: Revision, kind: &EventKind, now: Instant) {
+    match kind {
+        EventKind::LeaseGranted { lease, ttl_ms } => {
+            d.set_lease(*lease, now + Duration::from_millis(*ttl_ms), *ttl_ms);
+        }
+        EventKind::LeaseRevoked { lease } | EventKind::LeaseExpired { lease } => d.forget_lease(*lease),
+        EventKind::Queued { resource, lease, owner, wait_ms, .. } if *wait_ms > 0 => {
+            let at = now + Duration::from_millis(*wait_ms);
+            d.set_wait(resource.clone(), *lease, owner.clone(), revision, at);
+        }
+        EventKind::Granted { resource, lease, owner, enqueued: Some(_), .. }
+        | EventKind::Cancelled { resource, lease, owner, .. } => d.forget_wait(resource, *lease, owner),
+        EventKind::DelayStarted { resource, delay_ms } => {
+            d.set_delay(resource.clone(), revision, now + Duration::from_millis(*delay_ms));
+        }
+        EventKind::DelayEnded { resource } => d.forget_delay(resource),
+        _ => {}
+    }
+}
+
+fn command_for(due: &Due) -> Command {
+    match due.clone() {
+        Due::Lease(lease) => Command::LeaseExpire(LeaseExpire { lease }),
+        Due::Wait { resource, lease, owner, enqueued } => Command::AcquireTimeout(AcquireTimeout {
+            resource,
+            lease,
+            owner,
+            enqueued,
+        }),
+        Due::Delay { resource, since } => Command::LockDelayElapsed(LockDelayElapsed { resource, since }),
+    }
+}
+
+/// The clock task.
+pub(crate) async fn run(node: Node, mut requests: mpsc::Receiver<ClockRequest>, cancel: CancellationToken) {
+    let config = node.config().clone();
+    let election_ms = config.election_timeout_max_ms;
+    let checkpoint_every = Duration::from_millis(config.lease_checkpoint_interval_ms);
+    let mut metrics = node.raft().metrics();
+    let mut events = node.sm().events();
+    let mut deadlines = Deadlines::default();
+    let mut leader = false;
+    let mut next_checkpoint = Instant::now() + checkpoint_every;
+    loop {
+        let is_leader = node.is_leader();
+        if is_leader != leader {
+            leader = is_leader;
+            if leader {
+                // Drain what is already applied before reading the state, so no event is
+                // counted twice; later events start from now.
+                events = node.sm().events();
+                node.sm().query(|sm| promote(&mut deadlines, sm, Instant::now(), election_ms));
+                next_checkpoint = Instant::now() + checkpoint_every;
+                tracing::info!(leases = deadlines.leases.len(), "lease clock: leader, deadlines armed");
+            } else {
+                deadlines.clear();
+                tracing::info!("lease clock: not leader, deadlines dropped");
+            }
+        }
+        let wake = deadlines.next().map_or(next_checkpoint, |n| n.min(next_checkpoint));
+        tokio::select! {
+            () = cancel.cancelled() => break,
+            changed = metrics.changed() => if changed.is_err() { break },
+            batch = events.recv() => match batch {
+                Ok(batch) => if leader {
+                    let now = Instant::now();
+                    for e in &batch.events {
+                        observe(&mut deadlines, e.revision, &e.kind, now);
+                    }
+                },
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(missed = n, "lease clock lagged; re-reading the state");
+                    if leader {
+                        resync(&node, &mut deadlines, election_ms);
+                    }
+                }
+                Err(broadcast::error::RecvError::Closed) => break,
+            },
+            request = requests.recv() => match request {
+                Some(r) => answer(&mut deadlines, leader, r),
+                None => break,
+            },
+            () = tokio::time::sleep_until(wake) => if leader {
+                let now = Instant::now();
+                if now >= next_checkpoint {
+                    next_checkpoint = now + checkpoint_every;
+                    propose_checkpoint(&node, &deadlines, now, config.lease_checkpoint_interval_ms).await;
+                }
+                fire(&node, &mut deadlines).await;
+            },
+        }
+    }
+}
+
+fn resync(node: &Node, deadlines: &mut Deadlines, election_ms: u64) {
+    // Keep what we know; arm what we missed as if newly seen.
+    let now = Instant::now();
+    let mut fresh = Deadlines::default();
+    node.sm().query(|sm| promote(&mut fresh, sm, now, election_ms));
+    for (lease, (at, ttl)) in &deadlines.leases {
+        if fresh.leases.contains_key(lease) {
+            fresh.set_lease(*lease, *at, *ttl);
+        }
+    }
+    *deadlines = fresh;
+}
+
+fn answer(deadlines: &mut Deadlines, leader: bool, request: ClockRequest) {
+    let now = Instant::now();
+    match request {
+        ClockRequest::Keepalive { lease, ttl_ms, reply } => {
+            let _ = reply.send(leader.then(|| deadlines.keepalive(lease, ttl_ms, now)).flatten());
+        }
+        ClockRequest::Remaining { lease, reply } => {
+            let _ = reply.send(deadlines.remaining_ms(lease, now));
+        }
+    }
+}
+
+async fn propose_checkpoint(node: &Node, deadlines: &Deadlines, now: Instant, interval_ms: u64) {
+    let remaining_ms = deadlines.checkpoint(now, interval_ms);
+    if remaining_ms.is_empty() {
+        return;
+    }
+    let command = Command::LeaseCheckpoint(LeaseCheckpoint { remaining_ms });
+    if let Err(e) = node.propose_here(Proposal::from(command)).await {
+        tracing::warn!(error = %e, "lease checkpoint not proposed");
+    }
+}
+
+/// Proposes everything due. Leadership is re-confirmed first; a proposal that fails is
+/// retried a heartbeat later rather than forgotten.
+async fn fire(node: &Node, deadlines: &mut Deadlines) {
+    let due = deadlines.take_due(Instant::now());
+    if due.is_empty() {
+        return;
+    }
+    let retry_at = Instant::now() + Duration::from_millis(node.config().heartbeat_ms);
+    if let Err(e) = node.read_index_here().await {
+        tracing::warn!(error = %e, due = due.len(), "lease clock: leadership not confirmed");
+        requeue(deadlines, due, retry_at);
+        return;
+    }
+    // Proposed concurrently so the proposer can put them in one entry.
+    let mut proposals = tokio::task::JoinSet::new();
+    for d in due {
+        let node = node.clone();
+        proposals.spawn(async move {
+            let result = node.propose_here(Proposal::from(command_for(&d))).await;
+            (d, result)
+        });
+    }
+    let mut failed = Vec::new();
+    while let Some(joined) = proposals.join_next().await {
+        match joined {
+            Ok((_, Ok(_))) => {}
+            Ok((d, Err(e))) => {
+                tracing::warn!(error = %e, due = ?d, "lease clock proposal failed; will retry");
+                failed.push(d);
+            }
+            Err(e) => tracing::error!(error = %e, "lease clock proposal task failed"),
+        }
+    }
+    requeue(deadlines, failed, retry_at);
+}
+
+fn requeue(deadlines: &mut Deadlines, due: Vec<Due>, at: Instant) {
+    for d in due {
+        match d {
+            Due::Lease(lease) => deadlines.retry_lease(lease, at),
+            Due::Wait {
+                resource,
+                lease,
+                owner,
+                enqueued,
+            } => deadlines.set_wait(resource, lease, owner, enqueued, at),
+            Due::Delay { resource, since } => deadlines.set_delay(resource, since, at),
+        }
+    }
+}

@@ -1,0 +1,6 @@
+//! Background jobs of a node. Each file owns one job; its doc says what it owns, what wakes
+//! it and how it stops. All run under the node's `CancellationToken` and `TaskTracker`.
+
+pub(crate) mod lease_clock;
+pub(crate) mod proposer;
+pub(crate) mod reader;
