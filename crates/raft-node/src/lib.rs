@@ -12,6 +12,10 @@
 //! - `worker/`: the proposer (group commit), the reader (read-index coalescing) and the
 //!   lease clock (leader-only deadlines).
 
+// openraft's StorageError and axum's Response are large, and the storage traits and
+// handlers must return them as they are.
+#![allow(clippy::result_large_err)]
+
 mod codec;
 mod config;
 mod error;

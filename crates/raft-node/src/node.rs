@@ -120,9 +120,15 @@ impl Node {
         let peers = PeerClient::new(config.cluster_secret.clone())
             .map_err(|e| NodeError::Config(e.to_string()))?;
         let raft_config = Arc::new(config.raft_config()?);
-        let raft = Raft::new(config.id, raft_config, NetworkFactory::new(peers.clone()), log, sm)
-            .await
-            .map_err(|e| NodeError::Storage(e.to_string()))?;
+        let raft = Raft::new(
+            config.id,
+            raft_config,
+            NetworkFactory::new(peers.clone()),
+            log,
+            sm,
+        )
+        .await
+        .map_err(|e| NodeError::Storage(e.to_string()))?;
         let peer_addr = listener
             .local_addr()
             .map_err(|e| NodeError::Config(e.to_string()))?;
@@ -166,7 +172,10 @@ impl Node {
         let app = network::router(self.clone());
         let stop = cancel.clone().cancelled_owned();
         tracker.spawn(async move {
-            if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
+            if let Err(e) = axum::serve(listener, app)
+                .with_graceful_shutdown(stop)
+                .await
+            {
                 tracing::error!(error = %e, "peer server failed");
             }
         });
@@ -183,7 +192,12 @@ impl Node {
             cancel.clone(),
         ));
         let retry = Duration::from_millis(inner.config.heartbeat_ms);
-        tracker.spawn(reader::run(inner.raft.clone(), read_queue, retry, cancel.clone()));
+        tracker.spawn(reader::run(
+            inner.raft.clone(),
+            read_queue,
+            retry,
+            cancel.clone(),
+        ));
         tracker.spawn(lease_clock::run(self.clone(), clock_queue, cancel));
     }
 
@@ -364,7 +378,10 @@ impl Node {
             .unwrap_or_else(|_| Err(NodeError::Unavailable("remaining TTL timed out".into())))
     }
 
-    pub(crate) async fn lease_remaining_here(&self, lease: LeaseId) -> Result<Option<u64>, NodeError> {
+    pub(crate) async fn lease_remaining_here(
+        &self,
+        lease: LeaseId,
+    ) -> Result<Option<u64>, NodeError> {
         if !self.is_leader() {
             return Err(NodeError::ForwardToLeader {
                 leader: self.leader(),
@@ -397,7 +414,9 @@ impl Node {
         match tokio::time::timeout(timeout, reached).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(_)) => Err(NodeError::Stopped),
-            Err(_) => Err(NodeError::Unavailable(format!("index {index} not applied in time"))),
+            Err(_) => Err(NodeError::Unavailable(format!(
+                "index {index} not applied in time"
+            ))),
         }
     }
 
@@ -640,10 +659,15 @@ mod tests {
 
     #[test]
     fn routes_have_distinct_paths() {
-        let paths: BTreeMap<&str, ()> = [Route::Propose, Route::ReadIndex, Route::Keepalive, Route::Remaining]
-            .into_iter()
-            .map(|r| (r.path(), ()))
-            .collect();
+        let paths: BTreeMap<&str, ()> = [
+            Route::Propose,
+            Route::ReadIndex,
+            Route::Keepalive,
+            Route::Remaining,
+        ]
+        .into_iter()
+        .map(|r| (r.path(), ()))
+        .collect();
         assert_eq!(paths.len(), 4);
     }
 }

@@ -15,8 +15,8 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use baton_state_machine::{Applied, LeaseId, Proposal};
-use serde::{Deserialize, Serialize};
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 /// A forwarded request's failure, as it travels between nodes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,7 +73,11 @@ pub fn router(node: Node) -> Router {
         .with_state(node)
 }
 
-async fn check_secret(State(secret): State<Option<String>>, request: Request, next: Next) -> Response {
+async fn check_secret(
+    State(secret): State<Option<String>>,
+    request: Request,
+    next: Next,
+) -> Response {
     if let Some(expected) = &secret {
         let presented = request.headers().get(SECRET_HEADER).map(|v| v.as_bytes());
         if presented != Some(expected.as_bytes()) {
@@ -120,7 +124,8 @@ async fn propose(State(node): State<Node>, body: Bytes) -> Response {
         Ok(p) => p,
         Err(r) => return r,
     };
-    let result: Result<Applied, PeerFailure> = node.propose_here(proposal).await.map_err(Into::into);
+    let result: Result<Applied, PeerFailure> =
+        node.propose_here(proposal).await.map_err(Into::into);
     reply(&result)
 }
 

@@ -45,8 +45,9 @@ impl LogStore {
             committed: Arc::new(AtomicU64::new(0)),
         };
         let committed: Option<LogId> = store
-            .get(COMMITTED_KEY)
-            .map_err(|e| NodeError::Storage(e.to_string()))?;
+            .get::<Option<LogId>>(COMMITTED_KEY)
+            .map_err(|e| NodeError::Storage(e.to_string()))?
+            .flatten();
         if let Some(c) = committed {
             store.committed.store(c.index, Ordering::Relaxed);
         }
@@ -90,7 +91,12 @@ impl LogStore {
         }
     }
 
-    fn read_range(&self, start: u64, end: u64, bytes_max: usize) -> Result<Vec<Entry>, StorageError> {
+    fn read_range(
+        &self,
+        start: u64,
+        end: u64,
+        bytes_max: usize,
+    ) -> Result<Vec<Entry>, StorageError> {
         let mut out = Vec::new();
         let mut bytes_total = 0;
         for item in self.tree.range(entry_key(start)..entry_key(end)) {
@@ -185,7 +191,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         Ok(self.get::<Option<LogId>>(COMMITTED_KEY)?.flatten())
     }
 
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError>
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError>
     where
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
@@ -206,7 +216,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
         let mut batch = sled::Batch::default();
-        for item in self.tree.range(entry_key(log_id.index)..entry_key(u64::MAX)) {
+        for item in self
+            .tree
+            .range(entry_key(log_id.index)..entry_key(u64::MAX))
+        {
             let (key, _) = item.map_err(|e| StorageIOError::write_logs(&e))?;
             batch.remove(key);
         }

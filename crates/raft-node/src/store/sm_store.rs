@@ -58,11 +58,15 @@ pub struct SmShared {
 
 impl SmShared {
     pub(crate) fn read(&self) -> RwLockReadGuard<'_, SmState> {
-        self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, SmState> {
-        self.state.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Runs a query against the applied state.
@@ -94,19 +98,20 @@ impl SmStore {
         let snapshots = db
             .open_tree("snapshot")
             .map_err(|e| NodeError::Storage(e.to_string()))?;
-        let state = match load_snapshot(&snapshots).map_err(|e| NodeError::Storage(e.to_string()))? {
-            Some((meta, data)) => SmState {
-                machine: StateMachine::restore(&data)
-                    .map_err(|e| NodeError::Storage(format!("restore snapshot: {e}")))?,
-                last_applied: meta.last_log_id,
-                membership: meta.last_membership,
-            },
-            None => SmState {
-                machine: StateMachine::default(),
-                last_applied: None,
-                membership: StoredMembership::default(),
-            },
-        };
+        let state =
+            match load_snapshot(&snapshots).map_err(|e| NodeError::Storage(e.to_string()))? {
+                Some((meta, data)) => SmState {
+                    machine: StateMachine::restore(&data)
+                        .map_err(|e| NodeError::Storage(format!("restore snapshot: {e}")))?,
+                    last_applied: meta.last_log_id,
+                    membership: meta.last_membership,
+                },
+                None => SmState {
+                    machine: StateMachine::default(),
+                    last_applied: None,
+                    membership: StoredMembership::default(),
+                },
+            };
         let progress = AppliedProgress {
             log_index: state.last_applied.map_or(0, |l| l.index),
             revision: state.machine.revision(),
@@ -131,7 +136,8 @@ impl SmStore {
 
     async fn persist_snapshot(&self, meta: &SnapshotMeta, data: &[u8]) -> Result<(), StorageError> {
         let sig = Some(meta.signature());
-        let meta_bytes = codec::encode(meta).map_err(|e| StorageIOError::write_snapshot(sig.clone(), &e))?;
+        let meta_bytes =
+            codec::encode(meta).map_err(|e| StorageIOError::write_snapshot(sig.clone(), &e))?;
         let mut batch = sled::Batch::default();
         batch.insert(SNAPSHOT_META_KEY, meta_bytes);
         batch.insert(SNAPSHOT_DATA_KEY, data);
@@ -146,7 +152,9 @@ impl SmStore {
     }
 }
 
-fn load_snapshot(tree: &sled::Tree) -> Result<Option<(SnapshotMeta, Vec<u8>)>, StorageIOError<NodeId>> {
+fn load_snapshot(
+    tree: &sled::Tree,
+) -> Result<Option<(SnapshotMeta, Vec<u8>)>, StorageIOError<NodeId>> {
     let meta = tree
         .get(SNAPSHOT_META_KEY)
         .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
@@ -179,7 +187,10 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
                 .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
             let build = self.store.builds.fetch_add(1, Ordering::Relaxed);
             let snapshot_id = match state.last_applied {
-                Some(l) => format!("{}-{}-{}-{build}", l.leader_id.term, l.leader_id.node_id, l.index),
+                Some(l) => format!(
+                    "{}-{}-{}-{build}",
+                    l.leader_id.term, l.leader_id.node_id, l.index
+                ),
                 None => format!("0-0-0-{build}"),
             };
             let meta = SnapshotMeta {
@@ -301,9 +312,11 @@ impl RaftStateMachine<TypeConfig> for SmStore {
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, StorageError> {
-        Ok(load_snapshot(&self.snapshots)?.map(|(meta, data)| Snapshot {
-            meta,
-            snapshot: Box::new(Cursor::new(data)),
-        }))
+        Ok(
+            load_snapshot(&self.snapshots)?.map(|(meta, data)| Snapshot {
+                meta,
+                snapshot: Box::new(Cursor::new(data)),
+            }),
+        )
     }
 }

@@ -138,14 +138,26 @@ impl Deadlines {
 
     pub(crate) fn set_delay(&mut self, resource: ResourceId, since: Revision, at: Instant) {
         if let Some((old_at, old_since)) = self.delays.insert(resource.clone(), (at, since)) {
-            self.order.remove(&(old_at, Due::Delay { resource: resource.clone(), since: old_since }));
+            self.order.remove(&(
+                old_at,
+                Due::Delay {
+                    resource: resource.clone(),
+                    since: old_since,
+                },
+            ));
         }
         self.order.insert((at, Due::Delay { resource, since }));
     }
 
     pub(crate) fn forget_delay(&mut self, resource: &ResourceId) {
         if let Some((at, since)) = self.delays.remove(resource) {
-            self.order.remove(&(at, Due::Delay { resource: resource.clone(), since }));
+            self.order.remove(&(
+                at,
+                Due::Delay {
+                    resource: resource.clone(),
+                    since,
+                },
+            ));
         }
     }
 
@@ -161,15 +173,23 @@ impl Deadlines {
             if *at > now {
                 break;
             }
-            let Some((_, d)) = self.order.pop_first() else { break };
+            let Some((_, d)) = self.order.pop_first() else {
+                break;
+            };
             match &d {
                 Due::Lease(l) => {
                     if let Some((_, ttl_ms)) = self.leases.remove(l) {
                         self.expiring.insert(*l, ttl_ms);
                     }
                 }
-                Due::Wait { resource, lease, owner, .. } => {
-                    self.waits.remove(&(resource.clone(), *lease, owner.clone()));
+                Due::Wait {
+                    resource,
+                    lease,
+                    owner,
+                    ..
+                } => {
+                    self.waits
+                        .remove(&(resource.clone(), *lease, owner.clone()));
                 }
                 Due::Delay { resource, .. } => {
                     self.delays.remove(resource);
@@ -200,23 +220,41 @@ impl Deadlines {
             })
             .collect()
     }
-
 }
 
 /// Starting deadlines on promotion, from the applied state.
-pub(crate) fn promote(d: &mut Deadlines, sm: &StateMachine, now: Instant, election_timeout_ms: u64) {
+pub(crate) fn promote(
+    d: &mut Deadlines,
+    sm: &StateMachine,
+    now: Instant,
+    election_timeout_ms: u64,
+) {
     d.clear();
     for entry in sm.lease_clock() {
-        let start_ms = entry
-            .checkpoint_remaining_ms
-            .map_or(entry.ttl_ms, |r| entry.ttl_ms.min(r.saturating_add(election_timeout_ms)));
-        d.set_lease(entry.lease, now + Duration::from_millis(start_ms), entry.ttl_ms);
+        let start_ms = entry.checkpoint_remaining_ms.map_or(entry.ttl_ms, |r| {
+            entry.ttl_ms.min(r.saturating_add(election_timeout_ms))
+        });
+        d.set_lease(
+            entry.lease,
+            now + Duration::from_millis(start_ms),
+            entry.ttl_ms,
+        );
     }
     for w in sm.pending_waits() {
-        d.set_wait(w.resource, w.lease, w.owner, w.enqueued, now + Duration::from_millis(w.wait_ms));
+        d.set_wait(
+            w.resource,
+            w.lease,
+            w.owner,
+            w.enqueued,
+            now + Duration::from_millis(w.wait_ms),
+        );
     }
     for (resource, delay) in sm.pending_lock_delays() {
-        d.set_delay(resource, delay.since, now + Duration::from_millis(delay.delay_ms));
+        d.set_delay(
+            resource,
+            delay.since,
+            now + Duration::from_millis(delay.delay_ms),
+        );
     }
 }
 
@@ -226,15 +264,38 @@ pub(crate) fn observe(d: &mut Deadlines, revision: Revision, kind: &EventKind, n
         EventKind::LeaseGranted { lease, ttl_ms } => {
             d.set_lease(*lease, now + Duration::from_millis(*ttl_ms), *ttl_ms);
         }
-        EventKind::LeaseRevoked { lease } | EventKind::LeaseExpired { lease } => d.forget_lease(*lease),
-        EventKind::Queued { resource, lease, owner, wait_ms, .. } if *wait_ms > 0 => {
+        EventKind::LeaseRevoked { lease } | EventKind::LeaseExpired { lease } => {
+            d.forget_lease(*lease)
+        }
+        EventKind::Queued {
+            resource,
+            lease,
+            owner,
+            wait_ms,
+            ..
+        } if *wait_ms > 0 => {
             let at = now + Duration::from_millis(*wait_ms);
             d.set_wait(resource.clone(), *lease, owner.clone(), revision, at);
         }
-        EventKind::Granted { resource, lease, owner, enqueued: Some(_), .. }
-        | EventKind::Cancelled { resource, lease, owner, .. } => d.forget_wait(resource, *lease, owner),
+        EventKind::Granted {
+            resource,
+            lease,
+            owner,
+            enqueued: Some(_),
+            ..
+        }
+        | EventKind::Cancelled {
+            resource,
+            lease,
+            owner,
+            ..
+        } => d.forget_wait(resource, *lease, owner),
         EventKind::DelayStarted { resource, delay_ms } => {
-            d.set_delay(resource.clone(), revision, now + Duration::from_millis(*delay_ms));
+            d.set_delay(
+                resource.clone(),
+                revision,
+                now + Duration::from_millis(*delay_ms),
+            );
         }
         EventKind::DelayEnded { resource } => d.forget_delay(resource),
         _ => {}
@@ -244,18 +305,29 @@ pub(crate) fn observe(d: &mut Deadlines, revision: Revision, kind: &EventKind, n
 fn command_for(due: &Due) -> Command {
     match due.clone() {
         Due::Lease(lease) => Command::LeaseExpire(LeaseExpire { lease }),
-        Due::Wait { resource, lease, owner, enqueued } => Command::AcquireTimeout(AcquireTimeout {
+        Due::Wait {
+            resource,
+            lease,
+            owner,
+            enqueued,
+        } => Command::AcquireTimeout(AcquireTimeout {
             resource,
             lease,
             owner,
             enqueued,
         }),
-        Due::Delay { resource, since } => Command::LockDelayElapsed(LockDelayElapsed { resource, since }),
+        Due::Delay { resource, since } => {
+            Command::LockDelayElapsed(LockDelayElapsed { resource, since })
+        }
     }
 }
 
 /// The clock task.
-pub(crate) async fn run(node: Node, mut requests: mpsc::Receiver<ClockRequest>, cancel: CancellationToken) {
+pub(crate) async fn run(
+    node: Node,
+    mut requests: mpsc::Receiver<ClockRequest>,
+    cancel: CancellationToken,
+) {
     let config = node.config().clone();
     let election_ms = config.election_timeout_max_ms;
     let checkpoint_every = Duration::from_millis(config.lease_checkpoint_interval_ms);
@@ -272,15 +344,21 @@ pub(crate) async fn run(node: Node, mut requests: mpsc::Receiver<ClockRequest>, 
                 // Drain what is already applied before reading the state, so no event is
                 // counted twice; later events start from now.
                 events = node.sm().events();
-                node.sm().query(|sm| promote(&mut deadlines, sm, Instant::now(), election_ms));
+                node.sm()
+                    .query(|sm| promote(&mut deadlines, sm, Instant::now(), election_ms));
                 next_checkpoint = Instant::now() + checkpoint_every;
-                tracing::info!(leases = deadlines.leases.len(), "lease clock: leader, deadlines armed");
+                tracing::info!(
+                    leases = deadlines.leases.len(),
+                    "lease clock: leader, deadlines armed"
+                );
             } else {
                 deadlines.clear();
                 tracing::info!("lease clock: not leader, deadlines dropped");
             }
         }
-        let wake = deadlines.next().map_or(next_checkpoint, |n| n.min(next_checkpoint));
+        let wake = deadlines
+            .next()
+            .map_or(next_checkpoint, |n| n.min(next_checkpoint));
         tokio::select! {
             () = cancel.cancelled() => break,
             changed = metrics.changed() => if changed.is_err() { break },
@@ -319,7 +397,8 @@ fn resync(node: &Node, deadlines: &mut Deadlines, election_ms: u64) {
     // Keep what we know; arm what we missed as if newly seen.
     let now = Instant::now();
     let mut fresh = Deadlines::default();
-    node.sm().query(|sm| promote(&mut fresh, sm, now, election_ms));
+    node.sm()
+        .query(|sm| promote(&mut fresh, sm, now, election_ms));
     for (lease, (at, ttl)) in &deadlines.leases {
         if fresh.leases.contains_key(lease) {
             fresh.set_lease(*lease, *at, *ttl);
@@ -331,8 +410,16 @@ fn resync(node: &Node, deadlines: &mut Deadlines, election_ms: u64) {
 fn answer(deadlines: &mut Deadlines, leader: bool, request: ClockRequest) {
     let now = Instant::now();
     match request {
-        ClockRequest::Keepalive { lease, ttl_ms, reply } => {
-            let _ = reply.send(leader.then(|| deadlines.keepalive(lease, ttl_ms, now)).flatten());
+        ClockRequest::Keepalive {
+            lease,
+            ttl_ms,
+            reply,
+        } => {
+            let _ = reply.send(
+                leader
+                    .then(|| deadlines.keepalive(lease, ttl_ms, now))
+                    .flatten(),
+            );
         }
         ClockRequest::Remaining { lease, reply } => {
             let _ = reply.send(deadlines.remaining_ms(lease, now));

@@ -108,9 +108,9 @@ fn distribute(outcome: WriteOutcome, replies: Vec<oneshot::Sender<Result<Applied
             debug_assert_eq!(applied.len(), replies.len(), "one reply per proposal");
             let mut applied = applied.into_iter();
             for reply in replies {
-                let result = applied.next().ok_or_else(|| {
-                    NodeError::Indeterminate("the entry's reply is missing".into())
-                });
+                let result = applied
+                    .next()
+                    .ok_or_else(|| NodeError::Indeterminate("the entry's reply is missing".into()));
                 let _ = reply.send(result);
             }
         }

@@ -1,0 +1,209 @@
+//! In-process 3-node clusters over real loopback sockets: replication, failover, restart,
+//! snapshots, durability and group commit.
+
+mod common;
+
+use baton_state_machine::*;
+use common::*;
+use std::time::Duration;
+
+fn value_of(node: &baton_raft_node::Node, key: &str) -> Option<String> {
+    node.read_local(|sm| sm.get(key).map(|kv| kv.value))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_through_any_node_replicate_to_every_node() {
+    let cluster = Cluster::start(3, |_| {}).await;
+    let leader = cluster.leader().await;
+    let follower = cluster.follower().await;
+    tracing::info!(
+        leader,
+        follower,
+        "writing through the leader and a follower"
+    );
+    let a = cluster.node(leader).propose(put("a", "1")).await.unwrap();
+    let b = cluster.node(follower).propose(put("b", "2")).await.unwrap();
+    assert!(matches!(a.response, Response::Put { .. }));
+    assert!(matches!(b.response, Response::Put { .. }));
+    assert!(b.revision > a.revision);
+    let index = cluster.node(leader).status().applied_index;
+    cluster.wait_applied(index).await;
+    for node in cluster.nodes.values() {
+        assert_eq!(value_of(node, "a").as_deref(), Some("1"));
+        assert_eq!(value_of(node, "b").as_deref(), Some("2"));
+    }
+    // A linearizable read on a follower sees the write it did not take part in.
+    let seen = cluster
+        .node(follower)
+        .read(|sm| sm.revision())
+        .await
+        .unwrap();
+    assert!(seen >= b.revision);
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_killed_new_leader_elected_and_no_committed_write_lost() {
+    let mut cluster = Cluster::start(3, |_| {}).await;
+    let old = cluster.leader().await;
+    for i in 0..20 {
+        cluster
+            .node(old)
+            .propose(put(&format!("k{i}"), "v"))
+            .await
+            .unwrap();
+    }
+    tracing::info!(old, "stopping the leader");
+    cluster.stop(old).await;
+    let new = cluster.leader().await;
+    assert_ne!(new, old);
+    for i in 0..20 {
+        let key = format!("k{i}");
+        let found = cluster.node(new).read(|sm| sm.get(&key)).await.unwrap();
+        assert!(found.is_some(), "{key} lost after failover");
+    }
+    cluster.node(new).propose(put("after", "x")).await.unwrap();
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarted_node_catches_up_from_its_data() {
+    let mut cluster = Cluster::start(3, |_| {}).await;
+    let follower = cluster.follower().await;
+    let leader = cluster.leader().await;
+    cluster
+        .node(leader)
+        .propose(put("before", "1"))
+        .await
+        .unwrap();
+    cluster.stop(follower).await;
+    for i in 0..10 {
+        cluster
+            .node(leader)
+            .propose(put(&format!("during{i}"), "2"))
+            .await
+            .unwrap();
+    }
+    cluster.restart(follower).await;
+    let index = cluster.node(leader).status().applied_index;
+    cluster.wait_applied(index).await;
+    let node = cluster.node(follower);
+    assert_eq!(value_of(node, "before").as_deref(), Some("1"));
+    assert_eq!(value_of(node, "during9").as_deref(), Some("2"));
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_far_behind_receives_a_snapshot() {
+    let mut cluster = Cluster::start(3, |c| {
+        c.snapshot_logs_since_last = 20;
+        c.logs_kept_behind_snapshot = 5;
+    })
+    .await;
+    let follower = cluster.follower().await;
+    let leader = cluster.leader().await;
+    cluster.stop(follower).await;
+    for i in 0..120 {
+        cluster
+            .node(leader)
+            .propose(put(&format!("k{i:03}"), "v"))
+            .await
+            .unwrap();
+    }
+    let status = cluster.node(leader).status();
+    assert!(
+        status.purged_index.is_some(),
+        "the leader purged its log: {status:?}"
+    );
+    cluster.restart(follower).await;
+    cluster.wait_applied(status.applied_index).await;
+    let node = cluster.node(follower);
+    let follower_status = node.status();
+    assert!(
+        follower_status.snapshot_index.is_some(),
+        "{follower_status:?}"
+    );
+    assert_eq!(value_of(node, "k000").as_deref(), Some("v"));
+    assert_eq!(value_of(node, "k119").as_deref(), Some("v"));
+    assert_eq!(
+        node.read_local(|sm| sm.revision()),
+        cluster.node(leader).read_local(|sm| sm.revision())
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_nodes_stopped_and_restarted_keep_every_acknowledged_write() {
+    let mut cluster = Cluster::start(3, |_| {}).await;
+    let leader = cluster.leader().await;
+    let mut acknowledged = Vec::new();
+    for i in 0..30 {
+        let key = format!("durable{i}");
+        cluster.node(leader).propose(put(&key, "v")).await.unwrap();
+        acknowledged.push(key);
+    }
+    for id in [1, 2, 3] {
+        cluster.stop(id).await;
+    }
+    for id in [1, 2, 3] {
+        cluster.restart(id).await;
+    }
+    let leader = cluster.leader().await;
+    for key in &acknowledged {
+        let found = cluster.node(leader).read(|sm| sm.get(key)).await.unwrap();
+        assert!(found.is_some(), "{key} lost across a full restart");
+    }
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_proposals_are_batched_and_each_gets_its_own_response() {
+    let cluster = Cluster::start(3, |_| {}).await;
+    let leader = cluster.leader().await;
+    let node = cluster.node(leader).clone();
+    let before = node.status().last_log_index;
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..300 {
+        let node = node.clone();
+        tasks.spawn(async move {
+            let key = format!("batch{i}");
+            let applied = node.propose(put(&key, &i.to_string())).await.unwrap();
+            (key, applied)
+        });
+    }
+    let mut revisions = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        let (key, applied) = joined.unwrap();
+        match applied.response {
+            Response::Put { key: written, .. } => assert_eq!(written, key),
+            other => panic!("unexpected {other:?}"),
+        }
+        revisions.push(applied.revision);
+    }
+    revisions.sort();
+    revisions.dedup();
+    assert_eq!(revisions.len(), 300, "every proposal has its own revision");
+    let entries = node.status().last_log_index - before;
+    tracing::info!(entries, "300 proposals in {entries} log entries");
+    assert!(
+        entries < 300,
+        "group commit put several proposals in one entry ({entries} entries)"
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proposal_over_the_limits_is_refused_before_the_log() {
+    let cluster = Cluster::start(1, |_| {}).await;
+    let leader = cluster.leader().await;
+    let node = cluster.node(leader);
+    let before = node.status().last_log_index;
+    let err = node.propose(put("", "v")).await.unwrap_err();
+    assert!(
+        matches!(err, baton_raft_node::NodeError::Invalid(_)),
+        "{err:?}"
+    );
+    assert_eq!(node.status().last_log_index, before);
+    let _ = Duration::ZERO;
+    cluster.shutdown().await;
+}
