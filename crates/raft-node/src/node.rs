@@ -8,7 +8,7 @@ use crate::error::NodeError;
 use crate::network::{self, NetworkFactory, PeerClient, PeerError, PeerFailure};
 use crate::store::{self, AppliedBatch, AppliedProgress, SmShared};
 use crate::types::{ClientWriteError, NodeAddr, NodeId, Raft, RaftError};
-use crate::worker::lease_clock::{self, ClockRequest};
+use crate::worker::lease_clock::{self, ClockRequest, KeepaliveAnswer};
 use crate::worker::proposer::{self, BatchBounds, Pending};
 use crate::worker::reader::{self, ReadReply};
 use baton_state_machine::{
@@ -28,8 +28,9 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// How many times a request is re-routed after a leader change before giving up.
-const ROUTE_ATTEMPTS_MAX: u32 = 10;
+/// How many times a request is re-routed after a leader change before giving up (the
+/// caller's deadline usually ends it first).
+const ROUTE_ATTEMPTS_MAX: u32 = 100;
 /// Queued proposals, reads and clock requests before callers wait for room.
 const QUEUE_LEN_MAX: usize = 16_384;
 /// How long shutdown waits for tasks and open peer connections.
@@ -356,18 +357,25 @@ impl Node {
             .send(request)
             .await
             .map_err(|_| NodeError::Stopped)?;
-        let Some(ttl_ms) = answer.await.map_err(|_| NodeError::Stopped)? else {
-            return Ok(None);
-        };
-        if entry.checkpoint_remaining_ms.is_some() {
-            // A new leader would start this lease from the old checkpoint: reset it before
-            // acknowledging, or the lease could end earlier than ttl after this keepalive.
-            let reset = Command::LeaseCheckpoint(LeaseCheckpoint {
-                remaining_ms: vec![(lease, ttl_ms)],
-            });
-            self.propose_here(Proposal::from(reset)).await?;
+        match answer.await.map_err(|_| NodeError::Stopped)? {
+            KeepaliveAnswer::Ack {
+                ttl_ms,
+                reset_checkpoint,
+            } => {
+                if reset_checkpoint {
+                    // A checkpoint of this lease is recorded or on its way: commit a reset
+                    // first, or a new leader could end the lease earlier than ttl after
+                    // this keepalive.
+                    let reset = Command::LeaseCheckpoint(LeaseCheckpoint {
+                        remaining_ms: vec![(lease, ttl_ms)],
+                    });
+                    self.propose_here(Proposal::from(reset)).await?;
+                }
+                Ok(Some(ttl_ms))
+            }
+            KeepaliveAnswer::Gone => Ok(None),
+            KeepaliveAnswer::NotLeader => Err(NodeError::NoLeader),
         }
-        Ok(Some(ttl_ms))
     }
 
     /// The lease's remaining TTL on the leader's clock, if the leader tracks it.
@@ -582,8 +590,12 @@ impl Node {
         reply.map_err(NodeError::from)
     }
 
+    /// Waits a heartbeat, then for the next change of Raft state (at most an election
+    /// timeout): enough for a new leader to be known or a stale one to be corrected.
     async fn await_leader_change(&self) {
         let mut metrics = self.inner.raft.metrics();
+        metrics.borrow_and_update();
+        tokio::time::sleep(Duration::from_millis(self.inner.config.heartbeat_ms)).await;
         let wait = Duration::from_millis(self.inner.config.election_timeout_min_ms);
         let _ = tokio::time::timeout(wait, metrics.changed()).await;
     }

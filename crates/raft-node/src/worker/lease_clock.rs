@@ -24,14 +24,26 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+/// The clock's answer to a keepalive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KeepaliveAnswer {
+    /// The deadline is reset to now + `ttl_ms`. If `reset_checkpoint`, a checkpoint of this
+    /// lease was proposed or recorded since its last reset, and the node must commit a reset
+    /// before acknowledging (or a new leader could end the lease early).
+    Ack { ttl_ms: u64, reset_checkpoint: bool },
+    /// The lease's expiry is already proposed.
+    Gone,
+    /// This node's clock is not (yet) the leader's.
+    NotLeader,
+}
+
 /// A request from the node to the clock.
 pub(crate) enum ClockRequest {
-    /// Reset a lease's deadline (leadership already confirmed). Answers the TTL, or `None`
-    /// if the lease is unknown or its expiry is already proposed.
+    /// Reset a lease's deadline (leadership already confirmed).
     Keepalive {
         lease: LeaseId,
         ttl_ms: u64,
-        reply: oneshot::Sender<Option<u64>>,
+        reply: oneshot::Sender<KeepaliveAnswer>,
     },
     /// Remaining TTL on this leader's clock, if the lease is tracked.
     Remaining {
@@ -66,6 +78,8 @@ pub(crate) struct Deadlines {
     delays: BTreeMap<ResourceId, (Instant, Revision)>,
     /// Leases whose expiry is proposed, with their TTL: a keepalive must not resurrect them.
     expiring: BTreeMap<LeaseId, u64>,
+    /// Leases with a checkpoint proposed or recorded since their last reset.
+    checkpointed: BTreeSet<LeaseId>,
 }
 
 impl Deadlines {
@@ -86,15 +100,24 @@ impl Deadlines {
             self.order.remove(&(at, Due::Lease(lease)));
         }
         self.expiring.remove(&lease);
+        self.checkpointed.remove(&lease);
     }
 
     /// A keepalive: the deadline moves to `now + ttl` unless the expiry is proposed.
-    pub(crate) fn keepalive(&mut self, lease: LeaseId, ttl_ms: u64, now: Instant) -> Option<u64> {
+    pub(crate) fn keepalive(
+        &mut self,
+        lease: LeaseId,
+        ttl_ms: u64,
+        now: Instant,
+    ) -> KeepaliveAnswer {
         if self.expiring.contains_key(&lease) {
-            return None;
+            return KeepaliveAnswer::Gone;
         }
         self.set_lease(lease, now + Duration::from_millis(ttl_ms), ttl_ms);
-        Some(ttl_ms)
+        KeepaliveAnswer::Ack {
+            ttl_ms,
+            reset_checkpoint: self.checkpointed.remove(&lease),
+        }
     }
 
     pub(crate) fn remaining_ms(&self, lease: LeaseId, now: Instant) -> Option<u64> {
@@ -211,14 +234,18 @@ impl Deadlines {
     /// ttl − interval), with their remaining TTL. Recently kept-alive leases are skipped:
     /// a new leader's `now + ttl` still ends them within ttl + interval + election timeout
     /// of their last keepalive.
-    pub(crate) fn checkpoint(&self, now: Instant, interval_ms: u64) -> Vec<(LeaseId, u64)> {
-        self.leases
+    /// The leases chosen are remembered until their next keepalive.
+    pub(crate) fn checkpoint(&mut self, now: Instant, interval_ms: u64) -> Vec<(LeaseId, u64)> {
+        let chosen: Vec<(LeaseId, u64)> = self
+            .leases
             .iter()
             .filter_map(|(lease, (at, ttl_ms))| {
                 let remaining = at.saturating_duration_since(now).as_millis() as u64;
                 (remaining + interval_ms < *ttl_ms).then_some((*lease, remaining))
             })
-            .collect()
+            .collect();
+        self.checkpointed.extend(chosen.iter().map(|(l, _)| *l));
+        chosen
     }
 }
 
@@ -239,6 +266,9 @@ pub(crate) fn promote(
             now + Duration::from_millis(start_ms),
             entry.ttl_ms,
         );
+        if entry.checkpoint_remaining_ms.is_some() {
+            d.checkpointed.insert(entry.lease);
+        }
     }
     for w in sm.pending_waits() {
         d.set_wait(
@@ -334,31 +364,50 @@ pub(crate) async fn run(
     let mut metrics = node.raft().metrics();
     let mut events = node.sm().events();
     let mut deadlines = Deadlines::default();
-    let mut leader = false;
+    // The term this clock armed its deadlines in; `None` when not leader. A node that is
+    // leader again in a later term re-arms: another leader may have acknowledged
+    // keepalives in between.
+    let mut armed_term: Option<u64> = None;
     let mut next_checkpoint = Instant::now() + checkpoint_every;
+    let retry = Duration::from_millis(config.heartbeat_ms);
     loop {
-        let is_leader = node.is_leader();
-        if is_leader != leader {
-            leader = is_leader;
-            if leader {
-                // Drain what is already applied before reading the state, so no event is
-                // counted twice; later events start from now.
-                events = node.sm().events();
-                node.sm()
-                    .query(|sm| promote(&mut deadlines, sm, Instant::now(), election_ms));
-                next_checkpoint = Instant::now() + checkpoint_every;
-                tracing::info!(
-                    leases = deadlines.leases.len(),
-                    "lease clock: leader, deadlines armed"
-                );
-            } else {
-                deadlines.clear();
-                tracing::info!("lease clock: not leader, deadlines dropped");
+        let (is_leader, term) = {
+            let m = metrics.borrow_and_update();
+            (
+                m.state == openraft::ServerState::Leader && m.current_leader == Some(node.id()),
+                m.current_term,
+            )
+        };
+        if is_leader && armed_term != Some(term) {
+            armed_term = None;
+            deadlines.clear();
+            // Read the state only once everything committed before this term is applied,
+            // so no checkpoint of an earlier leader is missed. Events applied meanwhile
+            // arrive again through the new subscription; observing them twice is harmless.
+            events = node.sm().events();
+            match node.read_index_here().await {
+                Ok(_) => {
+                    armed_term = Some(term);
+                    node.sm()
+                        .query(|sm| promote(&mut deadlines, sm, Instant::now(), election_ms));
+                    next_checkpoint = Instant::now() + checkpoint_every;
+                    tracing::info!(term, leases = deadlines.leases.len(), "lease clock armed");
+                }
+                Err(e) => tracing::debug!(error = %e, "lease clock: promotion not confirmed yet"),
             }
+        } else if !is_leader && armed_term.is_some() {
+            armed_term = None;
+            deadlines.clear();
+            tracing::info!("lease clock: not leader, deadlines dropped");
         }
-        let wake = deadlines
-            .next()
-            .map_or(next_checkpoint, |n| n.min(next_checkpoint));
+        let leader = armed_term.is_some();
+        let wake = if is_leader && !leader {
+            Instant::now() + retry
+        } else {
+            deadlines
+                .next()
+                .map_or(next_checkpoint, |n| n.min(next_checkpoint))
+        };
         tokio::select! {
             () = cancel.cancelled() => break,
             changed = metrics.changed() => if changed.is_err() { break },
@@ -378,19 +427,27 @@ pub(crate) async fn run(
                 Err(broadcast::error::RecvError::Closed) => break,
             },
             request = requests.recv() => match request {
-                Some(r) => answer(&mut deadlines, leader, r),
+                Some(r) => answer(&mut deadlines, armed_now(&node, armed_term), r),
                 None => break,
             },
             () = tokio::time::sleep_until(wake) => if leader {
                 let now = Instant::now();
                 if now >= next_checkpoint {
                     next_checkpoint = now + checkpoint_every;
-                    propose_checkpoint(&node, &deadlines, now, config.lease_checkpoint_interval_ms).await;
+                    let interval_ms = config.lease_checkpoint_interval_ms;
+                    propose_checkpoint(&node, &mut deadlines, now, interval_ms).await;
                 }
-                fire(&node, &mut deadlines).await;
+                fire(&node, &mut deadlines, armed_term).await;
             },
         }
     }
+}
+
+/// Whether the deadlines were armed in the term this node leads now.
+fn armed_now(node: &Node, armed_term: Option<u64>) -> bool {
+    let m = node.raft().metrics();
+    let m = m.borrow();
+    m.state == openraft::ServerState::Leader && armed_term == Some(m.current_term)
 }
 
 fn resync(node: &Node, deadlines: &mut Deadlines, election_ms: u64) {
@@ -404,6 +461,12 @@ fn resync(node: &Node, deadlines: &mut Deadlines, election_ms: u64) {
             fresh.set_lease(*lease, *at, *ttl);
         }
     }
+    fresh
+        .checkpointed
+        .extend(deadlines.checkpointed.iter().copied());
+    fresh
+        .expiring
+        .extend(deadlines.expiring.iter().map(|(l, t)| (*l, *t)));
     *deadlines = fresh;
 }
 
@@ -415,11 +478,12 @@ fn answer(deadlines: &mut Deadlines, leader: bool, request: ClockRequest) {
             ttl_ms,
             reply,
         } => {
-            let _ = reply.send(
-                leader
-                    .then(|| deadlines.keepalive(lease, ttl_ms, now))
-                    .flatten(),
-            );
+            let answer = if leader {
+                deadlines.keepalive(lease, ttl_ms, now)
+            } else {
+                KeepaliveAnswer::NotLeader
+            };
+            let _ = reply.send(answer);
         }
         ClockRequest::Remaining { lease, reply } => {
             let _ = reply.send(deadlines.remaining_ms(lease, now));
@@ -427,7 +491,12 @@ fn answer(deadlines: &mut Deadlines, leader: bool, request: ClockRequest) {
     }
 }
 
-async fn propose_checkpoint(node: &Node, deadlines: &Deadlines, now: Instant, interval_ms: u64) {
+async fn propose_checkpoint(
+    node: &Node,
+    deadlines: &mut Deadlines,
+    now: Instant,
+    interval_ms: u64,
+) {
     let remaining_ms = deadlines.checkpoint(now, interval_ms);
     if remaining_ms.is_empty() {
         return;
@@ -440,14 +509,23 @@ async fn propose_checkpoint(node: &Node, deadlines: &Deadlines, now: Instant, in
 
 /// Proposes everything due. Leadership is re-confirmed first; a proposal that fails is
 /// retried a heartbeat later rather than forgotten.
-async fn fire(node: &Node, deadlines: &mut Deadlines) {
+async fn fire(node: &Node, deadlines: &mut Deadlines, armed_term: Option<u64>) {
+    if !armed_now(node, armed_term) {
+        // Leadership changed since the deadlines were armed: the loop re-arms first.
+        return;
+    }
     let due = deadlines.take_due(Instant::now());
     if due.is_empty() {
         return;
     }
     let retry_at = Instant::now() + Duration::from_millis(node.config().heartbeat_ms);
-    if let Err(e) = node.read_index_here().await {
+    let confirmed = node.read_index_here().await;
+    if let Err(e) = confirmed {
         tracing::warn!(error = %e, due = due.len(), "lease clock: leadership not confirmed");
+        requeue(deadlines, due, retry_at);
+        return;
+    }
+    if !armed_now(node, armed_term) {
         requeue(deadlines, due, retry_at);
         return;
     }
@@ -486,5 +564,174 @@ fn requeue(deadlines: &mut Deadlines, due: Vec<Due>, at: Instant) {
             } => deadlines.set_wait(resource, lease, owner, enqueued, at),
             Due::Delay { resource, since } => deadlines.set_delay(resource, since, at),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_state_machine::{Demand, LockAcquire, Mode, Response};
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn grant(sm: &mut StateMachine, ttl_ms: u64) -> LeaseId {
+        match sm
+            .apply_command(Command::LeaseGrant(baton_state_machine::LeaseGrant {
+                ttl_ms,
+            }))
+            .response
+        {
+            Response::LeaseGranted { lease, .. } => lease,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn promotion_starts_each_lease_at_min_of_ttl_and_checkpoint_plus_election_timeout() {
+        let mut sm = StateMachine::default();
+        let checkpointed = grant(&mut sm, 5_000);
+        let fresh = grant(&mut sm, 5_000);
+        let nearly_full = grant(&mut sm, 5_000);
+        sm.apply_command(Command::LeaseCheckpoint(LeaseCheckpoint {
+            remaining_ms: vec![(checkpointed, 300), (nearly_full, 4_900)],
+        }));
+        let now = Instant::now();
+        let mut d = Deadlines::default();
+        promote(&mut d, &sm, now, 500);
+        assert_eq!(d.remaining_ms(checkpointed, now), Some(800));
+        assert_eq!(d.remaining_ms(fresh, now), Some(5_000));
+        assert_eq!(
+            d.remaining_ms(nearly_full, now),
+            Some(5_000),
+            "never beyond the TTL"
+        );
+        // A checkpointed lease needs a reset before its next keepalive is acknowledged.
+        assert!(matches!(
+            d.keepalive(checkpointed, 5_000, now),
+            KeepaliveAnswer::Ack {
+                reset_checkpoint: true,
+                ..
+            }
+        ));
+        assert!(matches!(
+            d.keepalive(fresh, 5_000, now),
+            KeepaliveAnswer::Ack {
+                reset_checkpoint: false,
+                ..
+            }
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lease_is_due_only_after_its_ttl_since_the_last_keepalive() {
+        let lease = LeaseId(1);
+        let mut d = Deadlines::default();
+        d.set_lease(lease, Instant::now() + ms(1_000), 1_000);
+        tokio::time::advance(ms(900)).await;
+        d.keepalive(lease, 1_000, Instant::now());
+        tokio::time::advance(ms(999)).await;
+        assert!(
+            d.take_due(Instant::now()).is_empty(),
+            "not due before ttl after the keepalive"
+        );
+        tokio::time::advance(ms(1)).await;
+        assert_eq!(d.take_due(Instant::now()), vec![Due::Lease(lease)]);
+        // Its expiry is proposed: a keepalive must not bring it back...
+        assert_eq!(
+            d.keepalive(lease, 1_000, Instant::now()),
+            KeepaliveAnswer::Gone
+        );
+        // ...unless the proposal failed and the clock retries it.
+        d.retry_lease(lease, Instant::now() + ms(50));
+        assert_eq!(d.next(), Some(Instant::now() + ms(50)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn checkpoint_skips_leases_kept_alive_within_the_interval() {
+        let lease = LeaseId(1);
+        let mut d = Deadlines::default();
+        d.keepalive(lease, 5_000, Instant::now());
+        tokio::time::advance(ms(1_000)).await;
+        assert!(d.checkpoint(Instant::now(), 2_000).is_empty());
+        tokio::time::advance(ms(2_500)).await;
+        assert_eq!(d.checkpoint(Instant::now(), 2_000), vec![(lease, 1_500)]);
+        assert!(matches!(
+            d.keepalive(lease, 5_000, Instant::now()),
+            KeepaliveAnswer::Ack {
+                reset_checkpoint: true,
+                ..
+            }
+        ));
+        assert!(matches!(
+            d.keepalive(lease, 5_000, Instant::now()),
+            KeepaliveAnswer::Ack {
+                reset_checkpoint: false,
+                ..
+            }
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waits_and_delays_are_armed_by_events_and_disarmed_by_grants() {
+        let mut d = Deadlines::default();
+        let now = Instant::now();
+        let resource = ResourceId::lock("L");
+        let queued = EventKind::Queued {
+            resource: resource.clone(),
+            lease: LeaseId(2),
+            owner: "w".into(),
+            demand: Demand::Exclusive,
+            position: 1,
+            wait_ms: 300,
+        };
+        observe(&mut d, Revision(7), &queued, now);
+        assert_eq!(d.next(), Some(now + ms(300)));
+        let granted = EventKind::Granted {
+            resource: resource.clone(),
+            lease: LeaseId(2),
+            owner: "w".into(),
+            demand: Demand::Exclusive,
+            fence: baton_state_machine::Fence(9),
+            enqueued: Some(Revision(7)),
+        };
+        observe(&mut d, Revision(9), &granted, now);
+        assert_eq!(d.next(), None, "a granted wait needs no timeout");
+        observe(&mut d, Revision(7), &queued, now);
+        tokio::time::advance(ms(300)).await;
+        let due = d.take_due(Instant::now());
+        assert!(matches!(
+            command_for(&due[0]),
+            Command::AcquireTimeout(AcquireTimeout {
+                enqueued: Revision(7),
+                ..
+            })
+        ));
+        let delay = EventKind::DelayStarted {
+            resource: resource.clone(),
+            delay_ms: 100,
+        };
+        observe(&mut d, Revision(12), &delay, Instant::now());
+        observe(
+            &mut d,
+            Revision(13),
+            &EventKind::DelayEnded {
+                resource: resource.clone(),
+            },
+            Instant::now(),
+        );
+        assert_eq!(d.next(), None);
+        observe(&mut d, Revision(14), &delay, Instant::now());
+        tokio::time::advance(ms(100)).await;
+        let due = d.take_due(Instant::now());
+        assert!(matches!(
+            command_for(&due[0]),
+            Command::LockDelayElapsed(LockDelayElapsed {
+                since: Revision(14),
+                ..
+            })
+        ));
+        let _ = (Mode::Exclusive, std::any::type_name::<LockAcquire>());
     }
 }

@@ -1,0 +1,226 @@
+//! The leader's lease clock on real 3-node clusters: expiry never earlier than TTL after the
+//! last acknowledged keepalive (across leader changes too), not kept alive by repeated
+//! leader changes, wait deadlines and lock-delays proposed when due.
+//!
+//! Safety assertions ("not before") are sound on any machine: a linearizable read that
+//! *finished* before the earliest allowed expiry must still see the lease. Liveness
+//! assertions ("gone by") use generous bounds.
+
+mod common;
+
+use baton_raft_node::Node;
+use baton_state_machine::*;
+use common::*;
+use std::time::Duration;
+use tokio::time::Instant;
+
+const TTL_MS: u64 = 1_500;
+
+/// Polls until the lease is gone, asserting every read that finished before `not_before`
+/// still saw it. Returns when it was first seen gone.
+async fn watch_expiry(
+    node: &Node,
+    lease: LeaseId,
+    not_before: Instant,
+    give_up: Instant,
+) -> Instant {
+    loop {
+        // A read refused during an election observed nothing: try again.
+        let Ok(alive) = node.read(|sm| sm.has_lease(lease)).await else {
+            assert!(
+                Instant::now() < give_up,
+                "no read succeeded before the bound"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let finished = Instant::now();
+        if !alive {
+            assert!(
+                finished >= not_before,
+                "lease {lease} expired {:?} before its TTL after the last keepalive",
+                not_before - finished
+            );
+            return finished;
+        }
+        assert!(
+            finished < give_up,
+            "lease {lease} still alive long after its bound"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Keeps `lease` alive through `node` `times` times; returns the send time of the last
+/// acknowledged keepalive.
+async fn keep_alive(node: &Node, lease: LeaseId, times: u32) -> Instant {
+    let mut last = Instant::now();
+    for _ in 0..times {
+        let sent = Instant::now();
+        let ttl = node.keepalive(lease).await.unwrap();
+        assert_eq!(ttl, Some(TTL_MS));
+        last = sent;
+        tokio::time::sleep(Duration::from_millis(TTL_MS / 3)).await;
+    }
+    last
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_expires_on_the_leader_clock_never_before_ttl_after_the_last_keepalive() {
+    let cluster = Cluster::start(3, |_| {}).await;
+    let follower = cluster.node(cluster.follower().await).clone();
+    let lease = grant_lease(&follower, TTL_MS).await;
+    tracing::info!(%lease, "keepalives through a follower, forwarded to the leader");
+    let last = keep_alive(&follower, lease, 4).await;
+    let not_before = last + Duration::from_millis(TTL_MS);
+    let bound = Duration::from_millis(TTL_MS + 500 + 500) + Duration::from_secs(5);
+    let gone = watch_expiry(&follower, lease, not_before, last + bound).await;
+    tracing::info!(after_ms = (gone - last).as_millis() as u64, "expired");
+    assert_eq!(
+        follower.keepalive(lease).await.unwrap(),
+        None,
+        "a gone lease is not revived"
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_outlives_a_leader_change_until_its_ttl() {
+    let mut cluster = Cluster::start(3, |_| {}).await;
+    let leader = cluster.leader().await;
+    let follower = cluster.follower().await;
+    let client = cluster.node(follower).clone();
+    let lease = grant_lease(&client, TTL_MS).await;
+    let last = keep_alive(&client, lease, 2).await;
+    tracing::info!(leader, "stopping the leader right after the last keepalive");
+    cluster.stop(leader).await;
+    let not_before = last + Duration::from_millis(TTL_MS);
+    let give_up = last + Duration::from_secs(15);
+    watch_expiry(&client, lease, not_before, give_up).await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_leader_changes_do_not_keep_a_dead_clients_lease_alive() {
+    let mut cluster = Cluster::start(3, |c| c.lease_checkpoint_interval_ms = 300).await;
+    let ttl_ms = 4_000;
+    let first = cluster.leader().await;
+    let lease = grant_lease(cluster.node(first), ttl_ms).await;
+    let granted = Instant::now();
+    // Without checkpoints each new leader would restart the lease at its full TTL, and a
+    // change every ~1.3 s would keep it alive forever.
+    let mut changes = 0;
+    loop {
+        let leader = cluster.leader().await;
+        let alive = cluster
+            .node(leader)
+            .read(|sm| sm.has_lease(lease))
+            .await
+            .unwrap();
+        if !alive {
+            break;
+        }
+        assert!(
+            granted.elapsed() < Duration::from_secs(40),
+            "lease alive after {changes} leader changes"
+        );
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        tracing::info!(leader, changes, "forcing a leader change");
+        cluster.stop(leader).await;
+        cluster.leader().await;
+        cluster.restart(leader).await;
+        changes += 1;
+    }
+    tracing::info!(
+        changes,
+        elapsed_ms = granted.elapsed().as_millis() as u64,
+        "lease ended"
+    );
+    assert!(changes >= 2, "the test made leader changes ({changes})");
+    assert!(granted.elapsed() >= Duration::from_millis(ttl_ms));
+    cluster.shutdown().await;
+}
+
+fn acquire(name: &str, lease: LeaseId, wait_ms: u64, lock_delay_ms: u64) -> Proposal {
+    Proposal::from(Command::LockAcquire(LockAcquire {
+        name: name.into(),
+        lease,
+        owner: "w".into(),
+        mode: Mode::Exclusive,
+        wait_ms,
+        lock_delay_ms,
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocking_acquire_deadline_is_proposed_as_a_timeout() {
+    let cluster = Cluster::start(3, |_| {}).await;
+    let node = cluster.node(cluster.follower().await).clone();
+    let holder = grant_lease(&node, 60_000).await;
+    let waiter = grant_lease(&node, 60_000).await;
+    node.propose(acquire("L", holder, 0, 0)).await.unwrap();
+    let mut events = node.events();
+    let queued_at = Instant::now();
+    let applied = node.propose(acquire("L", waiter, 400, 0)).await.unwrap();
+    let Response::Queued { enqueued, .. } = applied.response else {
+        panic!("expected queued, got {:?}", applied.response);
+    };
+    let timed_out = loop {
+        let batch = tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .expect("a timeout event")
+            .unwrap();
+        let found = batch.events.iter().find(|e| {
+            matches!(&e.kind, EventKind::Cancelled { reason: CancelReason::TimedOut, enqueued: at, .. } if *at == enqueued)
+        });
+        if found.is_some() {
+            break Instant::now();
+        }
+    };
+    assert!(
+        timed_out - queued_at >= Duration::from_millis(400),
+        "timed out early"
+    );
+    let queue = node
+        .read(|sm| sm.lock_state(&ResourceId::lock("L")).unwrap().queue)
+        .await
+        .unwrap();
+    assert!(queue.is_empty());
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_delay_grant_is_proposed_when_due_after_a_lease_expiry() {
+    let cluster = Cluster::start(3, |_| {}).await;
+    let node = cluster.node(cluster.leader().await).clone();
+    let doomed = grant_lease(&node, 1_000).await;
+    let next = grant_lease(&node, 60_000).await;
+    node.propose(acquire("L", doomed, 0, 700)).await.unwrap();
+    node.propose(acquire("L", next, 30_000, 0)).await.unwrap();
+    let mut events = node.events();
+    let (mut expired_at, mut granted_at) = (None, None);
+    while granted_at.is_none() {
+        let batch = tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .expect("events")
+            .unwrap();
+        for e in &batch.events {
+            match &e.kind {
+                EventKind::LeaseExpired { lease } if *lease == doomed => {
+                    expired_at = Some(Instant::now())
+                }
+                EventKind::Granted { lease, .. } if *lease == next => {
+                    granted_at = Some(Instant::now())
+                }
+                _ => {}
+            }
+        }
+    }
+    let (expired_at, granted_at) = (expired_at.unwrap(), granted_at.unwrap());
+    assert!(
+        granted_at - expired_at >= Duration::from_millis(700),
+        "granted {:?} after the expiry, before the 700 ms lock-delay",
+        granted_at - expired_at
+    );
+    cluster.shutdown().await;
+}
