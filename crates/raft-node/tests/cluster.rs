@@ -1,6 +1,8 @@
 //! In-process 3-node clusters over real loopback sockets: replication, failover, restart,
 //! snapshots, durability and group commit.
 
+#![allow(clippy::unwrap_used)] // tests: a failure is reported by the panic
+
 mod common;
 
 use baton_state_machine::*;

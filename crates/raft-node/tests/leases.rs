@@ -6,6 +6,8 @@
 //! *finished* before the earliest allowed expiry must still see the lease. Liveness
 //! assertions ("gone by") use generous bounds.
 
+#![allow(clippy::unwrap_used)] // tests: a failure is reported by the panic
+
 mod common;
 
 use baton_raft_node::Node;
