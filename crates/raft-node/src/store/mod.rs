@@ -8,6 +8,7 @@
 //! entry is never lost (it is in the flushed log) and never applied twice (the snapshot
 //! records the last entry it contains).
 
+pub mod crash;
 mod log_store;
 mod sm_store;
 

@@ -2,6 +2,7 @@
 //! snapshots in sled. Readers (the node's queries, watches, the lease clock) share the same
 //! state through [`SmShared`].
 
+use super::crash::CrashHooks;
 use crate::codec;
 use crate::error::NodeError;
 use crate::types::{
@@ -91,6 +92,7 @@ pub struct SmStore {
     snapshots: sled::Tree,
     db: sled::Db,
     builds: Arc<AtomicU64>,
+    crash: Arc<CrashHooks>,
 }
 
 impl SmStore {
@@ -126,6 +128,7 @@ impl SmStore {
             snapshots,
             db,
             builds: Arc::new(AtomicU64::new(0)),
+            crash: Arc::new(CrashHooks::from_env()),
         })
     }
 
@@ -200,6 +203,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             };
             (meta, data)
         };
+        self.store.crash.before_snapshot_persist();
         self.store.persist_snapshot(&meta, &data).await?;
         tracing::info!(snapshot = %meta.snapshot_id, bytes = data.len(), "snapshot built");
         Ok(Snapshot {
@@ -216,6 +220,7 @@ impl Clone for SmStore {
             snapshots: self.snapshots.clone(),
             db: self.db.clone(),
             builds: self.builds.clone(),
+            crash: self.crash.clone(),
         }
     }
 }
@@ -256,6 +261,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
                     }
                 };
                 replies.push(reply);
+                self.crash.applied(entry.log_id.index);
             }
             AppliedProgress {
                 log_index: state.last_applied.map_or(0, |l| l.index),
