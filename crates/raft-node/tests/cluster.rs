@@ -209,3 +209,68 @@ async fn proposal_over_the_limits_is_refused_before_the_log() {
     let _ = Duration::ZERO;
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_must_present_the_cluster_secret() {
+    let cluster = Cluster::start(3, |c| c.cluster_secret = Some("s3cret".into())).await;
+    let leader = cluster.leader().await;
+    // The members share the secret, so the cluster works...
+    cluster.node(leader).propose(put("k", "v")).await.unwrap();
+    // ...and a caller without it is refused before anything is decoded.
+    let peer = cluster.node(leader).peer_addr();
+    let refused = reqwest::Client::new()
+        .post(format!("http://{peer}/raft/vote"))
+        .body(vec![0u8; 8])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 401);
+    let wrong = baton_raft_node::network::PeerClient::new(Some("guess".into())).unwrap();
+    let err = wrong
+        .call::<(), Result<u64, baton_raft_node::network::PeerFailure>>(
+            &peer.to_string(),
+            "/baton/read_index",
+            &(),
+            Duration::from_secs(2),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, baton_raft_node::network::PeerError::Refused(401)), "{err:?}");
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_boot_from_a_cluster_file() {
+    use baton_raft_node::{ClusterFile, Node};
+    init_tracing();
+    let dir = tempfile::TempDir::new().unwrap();
+    let mut listeners = Vec::new();
+    let mut text = String::new();
+    for id in 1..=3 {
+        let peer = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let peer_addr = peer.local_addr().unwrap();
+        text.push_str(&format!(
+            "[[node]]\nid = {id}\napi = \"127.0.0.1:{}\"\npeer = \"{peer_addr}\"\n\n",
+            peer_addr.port() + 1
+        ));
+        listeners.push((id, peer));
+    }
+    let path = dir.path().join("cluster.toml");
+    std::fs::write(&path, text).unwrap();
+    let file = ClusterFile::load(&path).unwrap();
+    let mut nodes = Vec::new();
+    for (id, listener) in listeners {
+        let mut config = file.node_config(id, dir.path()).unwrap();
+        tune(&mut config);
+        nodes.push(Node::start_on(config, listener).await.unwrap());
+    }
+    let applied = nodes[2].propose(put("booted", "yes")).await.unwrap();
+    assert!(matches!(applied.response, Response::Put { .. }));
+    let status = nodes[0].status();
+    assert_eq!(status.members.len(), 3);
+    assert!(status.members.iter().all(|m| m.voter));
+    assert!(dir.path().join("baton-data/node-2").exists());
+    for node in nodes {
+        node.shutdown().await;
+    }
+}
