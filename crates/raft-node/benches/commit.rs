@@ -19,7 +19,13 @@ async fn start_cluster(dir: &std::path::Path) -> Vec<Node> {
     for id in 1..=3u64 {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let peer = listener.local_addr().unwrap().to_string();
-        members.insert(id, NodeAddr { peer: peer.clone(), api: peer });
+        members.insert(
+            id,
+            NodeAddr {
+                peer: peer.clone(),
+                api: peer,
+            },
+        );
         listeners.push((id, listener));
     }
     let mut nodes = Vec::new();
@@ -65,7 +71,9 @@ async fn measure(node: &Node, proposers: usize, per_proposer: usize) {
             let mut latencies = Vec::with_capacity(per_proposer);
             for i in 0..per_proposer {
                 let sent = Instant::now();
-                node.propose(put(format!("c{proposers}/p{p}/{i}"))).await.unwrap();
+                node.propose(put(format!("c{proposers}/p{p}/{i}")))
+                    .await
+                    .unwrap();
                 latencies.push(sent.elapsed());
             }
             latencies
@@ -91,7 +99,10 @@ async fn measure(node: &Node, proposers: usize, per_proposer: usize) {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async {
         let dir = tempfile::TempDir::new_in(".").unwrap();
         let nodes = start_cluster(dir.path()).await;

@@ -235,7 +235,10 @@ async fn peers_must_present_the_cluster_secret() {
         )
         .await
         .unwrap_err();
-    assert!(matches!(err, baton_raft_node::network::PeerError::Refused(401)), "{err:?}");
+    assert!(
+        matches!(err, baton_raft_node::network::PeerError::Refused(401)),
+        "{err:?}"
+    );
     cluster.shutdown().await;
 }
 
