@@ -14,7 +14,7 @@ use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use baton_state_machine::{Applied, LeaseId, Proposal};
+use baton_state_machine::{LeaseId, Proposal};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -98,58 +98,65 @@ fn reply<T: Serialize>(value: &T) -> Response {
     }
 }
 
-async fn append(State(node): State<Node>, body: Bytes) -> Response {
+/// Decodes the body, runs `handle`, encodes its result (whatever it is: a Raft `Result`
+/// or a forwarded request's `Result<_, PeerFailure>`).
+async fn serve<Req, Resp, Fut>(body: Bytes, handle: impl FnOnce(Req) -> Fut) -> Response
+where
+    Req: DeserializeOwned,
+    Resp: Serialize,
+    Fut: Future<Output = Resp>,
+{
     match decode(&body) {
-        Ok(rpc) => reply(&node.raft().append_entries(rpc).await),
-        Err(r) => r,
+        Ok(request) => reply(&handle(request).await),
+        Err(refused) => refused,
     }
+}
+
+async fn append(State(node): State<Node>, body: Bytes) -> Response {
+    serve(
+        body,
+        |rpc| async move { node.raft().append_entries(rpc).await },
+    )
+    .await
 }
 
 async fn vote(State(node): State<Node>, body: Bytes) -> Response {
-    match decode(&body) {
-        Ok(rpc) => reply(&node.raft().vote(rpc).await),
-        Err(r) => r,
-    }
+    serve(body, |rpc| async move { node.raft().vote(rpc).await }).await
 }
 
 async fn snapshot(State(node): State<Node>, body: Bytes) -> Response {
-    match decode(&body) {
-        Ok(rpc) => reply(&node.raft().install_snapshot(rpc).await),
-        Err(r) => r,
-    }
+    serve(body, |rpc| async move {
+        node.raft().install_snapshot(rpc).await
+    })
+    .await
 }
 
 async fn propose(State(node): State<Node>, body: Bytes) -> Response {
-    let proposal: Proposal = match decode(&body) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let result: Result<Applied, PeerFailure> =
-        node.propose_here(proposal).await.map_err(Into::into);
-    reply(&result)
+    serve(body, |p: Proposal| async move {
+        node.propose_here(p).await.map_err(PeerFailure::from)
+    })
+    .await
 }
 
-async fn read_index(State(node): State<Node>) -> Response {
-    let result: Result<u64, PeerFailure> = node.read_index_here().await.map_err(Into::into);
-    reply(&result)
+async fn read_index(State(node): State<Node>, body: Bytes) -> Response {
+    serve(body, |(): ()| async move {
+        node.read_index_here().await.map_err(PeerFailure::from)
+    })
+    .await
 }
 
 async fn keepalive(State(node): State<Node>, body: Bytes) -> Response {
-    let lease: LeaseId = match decode(&body) {
-        Ok(l) => l,
-        Err(r) => return r,
-    };
-    let result: Result<Option<u64>, PeerFailure> =
-        node.keepalive_here(lease).await.map_err(Into::into);
-    reply(&result)
+    serve(body, |lease: LeaseId| async move {
+        node.keepalive_here(lease).await.map_err(PeerFailure::from)
+    })
+    .await
 }
 
 async fn lease_remaining(State(node): State<Node>, body: Bytes) -> Response {
-    let lease: LeaseId = match decode(&body) {
-        Ok(l) => l,
-        Err(r) => return r,
-    };
-    let result: Result<Option<u64>, PeerFailure> =
-        node.lease_remaining_here(lease).await.map_err(Into::into);
-    reply(&result)
+    serve(body, |lease: LeaseId| async move {
+        node.lease_remaining_here(lease)
+            .await
+            .map_err(PeerFailure::from)
+    })
+    .await
 }
