@@ -1,1 +1,187 @@
-//! The public /v1 HTTP/JSON API: forwarding, SSE watches, metrics. Built by a later issue.
+//! The public `/v1` HTTP/JSON API of baton (SPEC §3), served by axum over a [`Node`].
+//!
+//! # Layout
+//! - `routes/`: one module per resource (leases, locks, semaphores, elections, kv, txn,
+//!   watch, cluster, health); handlers are thin: parse, propose or read, shape the answer.
+//! - `wait.rs`: held-open acquires, the replicated deadline and the cancel of abandoned waits.
+//! - `wire.rs`: request and response shapes (`deny_unknown_fields`), converted by hand.
+//! - `extract.rs`: extractors that turn bad input into a 4xx; names, admin token.
+//! - `error.rs`: [`ApiError`], the one mapping to status codes and the SPEC error shape.
+//! - `metrics.rs`, `openapi.rs`, `state.rs`.
+//!
+//! Only this crate knows HTTP and JSON on the server side.
+
+mod error;
+mod extract;
+mod metrics;
+mod openapi;
+mod routes;
+mod state;
+mod wait;
+mod wire;
+
+pub use error::ApiError;
+pub use metrics::Metrics;
+pub use state::{ApiConfig, AppState};
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderName, Request};
+use axum::middleware;
+use axum::routing::{get, post};
+use baton_raft_node::Node;
+use routes::*;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+/// How long shutdown waits for the cancels of abandoned waits.
+const DRAIN_GRACE: Duration = Duration::from_secs(5);
+
+impl AppState {
+    /// State for a router over `node`.
+    pub fn new(node: Node, config: ApiConfig) -> AppState {
+        AppState {
+            node,
+            config: Arc::new(config),
+            metrics: Arc::new(Metrics::default()),
+            shutdown: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+        }
+    }
+}
+
+/// The whole `/v1` router with its layers.
+pub fn router(state: AppState) -> Router {
+    let request_id = HeaderName::from_static("x-request-id");
+    let api = Router::new()
+        .route("/", get(health::index))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
+        .route("/v1/openapi.json", get(health::openapi))
+        .route("/v1/leases", post(leases::grant).get(leases::list))
+        .route("/v1/leases/{id}", get(leases::get).delete(leases::revoke))
+        .route("/v1/leases/{id}/keepalive", post(leases::keepalive))
+        .route("/v1/locks", get(locks::list))
+        .route(
+            "/v1/locks/{name}",
+            get(locks::get).delete(locks::force_release),
+        )
+        .route("/v1/locks/{name}/acquire", post(locks::acquire))
+        .route("/v1/locks/{name}/release", post(locks::release))
+        .route("/v1/locks/{name}/check", post(locks::check))
+        .route("/v1/semaphores/{name}", get(semaphores::get))
+        .route("/v1/semaphores/{name}/acquire", post(semaphores::acquire))
+        .route("/v1/semaphores/{name}/release", post(semaphores::release))
+        .route("/v1/elections/{name}", get(elections::get))
+        .route("/v1/elections/{name}/campaign", post(elections::campaign))
+        .route("/v1/elections/{name}/proclaim", post(elections::proclaim))
+        .route("/v1/elections/{name}/resign", post(elections::resign))
+        .route("/v1/kv", get(kv::range).delete(kv::delete_prefix))
+        .route(
+            "/v1/kv/{*key}",
+            get(kv::get)
+                .put(kv::put)
+                .post(kv::create_sequential)
+                .delete(kv::delete),
+        )
+        .route("/v1/txn", post(txn::txn))
+        .route("/v1/watch", get(watch::watch))
+        .route("/v1/cluster", get(cluster::status))
+        .route("/v1/cluster/members", post(cluster::add_member))
+        .route(
+            "/v1/cluster/members/{id}",
+            axum::routing::delete(cluster::remove_member),
+        )
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(state.config.body_bytes_max))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            metrics::track,
+        ))
+        .with_state(state);
+    api.layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
+                let id = request
+                    .headers()
+                    .get("x-request-id")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("-")
+                    .to_owned();
+                tracing::info_span!("request", method = %request.method(), uri = %request.uri(), request_id = %id)
+            }),
+        )
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+}
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound {
+        code: "not_found",
+        message: "no such endpoint".into(),
+    }
+}
+
+async fn method_not_allowed() -> (axum::http::StatusCode, axum::Json<serde_json::Value>) {
+    (
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        axum::Json(
+            serde_json::json!({"error": {"code": "method_not_allowed", "message": "method not allowed on this endpoint"}}),
+        ),
+    )
+}
+
+/// Serves the API on `listener` until `shutdown` resolves. Then held-open requests are
+/// answered at once (503) and their queue entries cancelled, watches end, and in-flight
+/// requests finish before this returns.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let leader_watch = state.tracker.spawn(count_leader_changes(state.clone()));
+    let stop = state.shutdown.clone();
+    let result = axum::serve(listener, router(state.clone()))
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            tracing::info!("shutting down: draining held-open requests");
+            stop.cancel();
+        })
+        .await;
+    state.shutdown.cancel();
+    leader_watch.abort();
+    state.tracker.close();
+    if tokio::time::timeout(DRAIN_GRACE, state.tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some cancels of abandoned waits did not finish");
+    }
+    result
+}
+
+async fn count_leader_changes(state: AppState) {
+    let mut metrics = state.node.raft().metrics();
+    let mut leader = metrics.borrow().current_leader;
+    loop {
+        tokio::select! {
+            changed = metrics.changed() => if changed.is_err() { return },
+            () = state.shutdown.cancelled() => return,
+        }
+        let now = metrics.borrow().current_leader;
+        if now != leader {
+            leader = now;
+            state
+                .metrics
+                .leader_changes
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}

@@ -106,6 +106,7 @@ impl StateMachine {
                 fence,
                 count: 1,
                 value: req.value,
+                enqueued: None,
             },
         })
     }
@@ -515,6 +516,7 @@ pub(crate) fn holder_info(claimant: &Claimant, holder: &Holder) -> HolderInfo {
         fence: holder.fence,
         count: holder.count,
         value: holder.value.clone(),
+        enqueued: holder.enqueued,
     }
 }
 

@@ -44,6 +44,8 @@ pub struct HolderInfo {
     pub count: u32,
     /// The election value, for elections.
     pub value: Option<String>,
+    /// The enqueue revision if the grant came from the queue.
+    pub enqueued: Option<Revision>,
 }
 
 /// A queued claim as shown by lock state.

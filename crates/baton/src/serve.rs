@@ -1,0 +1,132 @@
+//! `baton serve`: load the configuration, start the raft node and the HTTP API, and shut
+//! both down cleanly on SIGINT or SIGTERM (held-open requests are answered first).
+
+use anyhow::Context;
+use baton_http_api::{ApiConfig, AppState};
+use baton_raft_node::{ClusterFile, Node, NodeConfig};
+use clap::Args;
+use std::path::PathBuf;
+use tokio::net::TcpListener;
+
+/// Options of `baton serve`.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  baton serve\n  baton serve --config cluster.toml --node 2\n  baton serve --api 0.0.0.0:7070 --peer 10.0.0.5:7071 --data-dir /var/lib/baton"
+)]
+pub struct ServeArgs {
+    /// A cluster file (see cluster.toml); requires --node.
+    #[arg(long, requires = "node")]
+    config: Option<PathBuf>,
+    /// This node's id in the cluster file.
+    #[arg(long)]
+    node: Option<u64>,
+    /// Client API address (overrides the cluster file).
+    #[arg(long)]
+    api: Option<String>,
+    /// Peer address (overrides the cluster file).
+    #[arg(long)]
+    peer: Option<String>,
+    /// Data directory (overrides the cluster file).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Shared secret peers must present (overrides the cluster file).
+    #[arg(long, env = "BATON_CLUSTER_SECRET")]
+    secret: Option<String>,
+    /// Bearer token required for admin calls (force-release, membership changes).
+    #[arg(long, env = "BATON_ADMIN_TOKEN")]
+    admin_token: Option<String>,
+    /// Wait to be added to an existing cluster instead of initialising one.
+    #[arg(long)]
+    join: bool,
+}
+
+fn node_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
+    let mut config = match (&args.config, args.node) {
+        (Some(path), Some(id)) => {
+            let file = ClusterFile::load(path)?;
+            let base = path.parent().map(PathBuf::from).unwrap_or_default();
+            file.node_config(id, &base)?
+        }
+        _ => NodeConfig::default_single(),
+    };
+    if let Some(api) = &args.api {
+        config.addr.api.clone_from(api);
+    }
+    if let Some(peer) = &args.peer {
+        config.addr.peer.clone_from(peer);
+    }
+    if args.api.is_some() || args.peer.is_some() {
+        config.members.insert(config.id, config.addr.clone());
+    }
+    if let Some(dir) = &args.data_dir {
+        config.data_dir.clone_from(dir);
+    }
+    if args.secret.is_some() {
+        config.cluster_secret.clone_from(&args.secret);
+    }
+    config.join_existing = args.join;
+    config.validate()?;
+    Ok(config)
+}
+
+/// Runs a node until SIGINT or SIGTERM.
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,openraft=warn,sled=warn".into()),
+        )
+        .init();
+    let config = node_config(&args)?;
+    let runtime = tokio::runtime::Runtime::new().context("tokio runtime")?;
+    runtime.block_on(serve(config, args.admin_token))
+}
+
+async fn serve(config: NodeConfig, admin_token: Option<String>) -> anyhow::Result<()> {
+    let api = TcpListener::bind(&config.addr.api)
+        .await
+        .with_context(|| format!("bind the API on {}", config.addr.api))?;
+    let api_addr = api.local_addr()?;
+    let node = Node::start(config.clone()).await?;
+    tracing::info!(
+        id = config.id,
+        api = %api_addr,
+        peer = %node.peer_addr(),
+        data = %config.data_dir.display(),
+        "baton is serving"
+    );
+    let state = AppState::new(
+        node.clone(),
+        ApiConfig {
+            admin_token,
+            ..ApiConfig::default()
+        },
+    );
+    let served = baton_http_api::serve(api, state, shutdown_signal()).await;
+    node.shutdown().await;
+    served.context("API server")?;
+    tracing::info!("baton stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "no SIGTERM handler; only SIGINT stops the server");
+                    let _ = interrupt.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+}

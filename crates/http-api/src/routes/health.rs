@@ -1,0 +1,72 @@
+//! `/healthz`, `/readyz`, `/metrics`, `/v1/openapi.json` and the plain `/` page.
+
+use crate::metrics;
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use serde_json::json;
+
+/// The process is up.
+#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "ok")))]
+pub(crate) async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// A leader is known and this node has applied what it knows to be committed.
+#[utoipa::path(get, path = "/readyz", responses((status = 200, description = "ready"), (status = 503, description = "not ready")))]
+pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
+    let status = state.node.status();
+    let caught_up = status.applied_index >= status.committed_index;
+    let ready = status.leader.is_some() && caught_up;
+    let body = Json(json!({
+        "ready": ready,
+        "leader": status.leader,
+        "applied_index": status.applied_index,
+        "commit_index": status.committed_index,
+    }));
+    if ready {
+        body.into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+    }
+}
+
+/// Prometheus text exposition.
+#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text")))]
+pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        metrics::render(&state),
+    )
+        .into_response()
+}
+
+/// The OpenAPI document, generated from the handlers and wire types.
+pub(crate) async fn openapi() -> Json<utoipa::openapi::OpenApi> {
+    Json(crate::openapi::document())
+}
+
+/// A plain page: which node this is, and where the API is.
+pub(crate) async fn index(State(state): State<AppState>) -> Html<String> {
+    let s = state.node.status();
+    let leader = s
+        .leader
+        .map_or_else(|| "unknown".to_owned(), |l| l.to_string());
+    Html(format!(
+        "<!doctype html><html><head><title>baton node {id}</title></head><body>\
+         <h1>baton</h1><p>Node <b>{id}</b> ({state}), leader: <b>{leader}</b>, term {term}, \
+         revision {revision}.</p><ul>\
+         <li><a href=\"/v1/cluster\">/v1/cluster</a>: the cluster</li>\
+         <li><a href=\"/v1/locks\">/v1/locks</a>: locks in use</li>\
+         <li><a href=\"/v1/leases\">/v1/leases</a>: live leases</li>\
+         <li><a href=\"/v1/openapi.json\">/v1/openapi.json</a>: the API</li>\
+         <li><a href=\"/metrics\">/metrics</a>: Prometheus metrics</li>\
+         </ul></body></html>",
+        id = s.id,
+        state = s.state.to_lowercase(),
+        term = s.term,
+        revision = s.revision.0,
+    ))
+}

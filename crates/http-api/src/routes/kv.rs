@@ -1,0 +1,179 @@
+//! Keys: put (with compare-and-set), sequential create, get, range, delete, delete prefix.
+
+use super::LIST_LIMIT_DEFAULT;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody, name, prefix};
+use crate::routes::leases::unexpected;
+use crate::state::{AppState, Consistency};
+use crate::wire::*;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use baton_state_machine::{
+    Command, Delete, DeletePrefix, LeaseId, Put, PutSequential, Response, Revision,
+};
+use serde::Deserialize;
+
+/// Writes a key; `prev_revision` makes it a compare-and-set on `mod_revision`.
+#[utoipa::path(put, path = "/v1/kv/{key}", request_body = PutRequest,
+    responses((status = 200, body = PutResponse), (status = 409, description = "cas_failed")))]
+pub(crate) async fn put(
+    State(state): State<AppState>,
+    IdempotencyKey(idem): IdempotencyKey,
+    ApiPath(raw): ApiPath<String>,
+    JsonBody(body): JsonBody<PutRequest>,
+) -> ApiResult<Json<PutResponse>> {
+    let command = Command::Put(Put {
+        key: name("key", &raw)?,
+        value: body.value,
+        lease: body.lease_id.map(LeaseId),
+        prev_revision: body.prev_revision.map(Revision),
+    });
+    Ok(Json(put_answer(state.apply(idem, command).await?)?))
+}
+
+/// Creates `prefix` + a zero-padded, strictly increasing suffix.
+#[utoipa::path(post, path = "/v1/kv/{prefix}", request_body = SequentialRequest,
+    responses((status = 201, body = PutResponse)))]
+pub(crate) async fn create_sequential(
+    State(state): State<AppState>,
+    IdempotencyKey(idem): IdempotencyKey,
+    ApiPath(raw): ApiPath<String>,
+    JsonBody(body): JsonBody<SequentialRequest>,
+) -> ApiResult<(StatusCode, Json<PutResponse>)> {
+    let command = Command::PutSequential(PutSequential {
+        prefix: name("prefix", &raw)?,
+        value: body.value,
+        lease: body.lease_id.map(LeaseId),
+    });
+    let answer = put_answer(state.apply(idem, command).await?)?;
+    Ok((StatusCode::CREATED, Json(answer)))
+}
+
+fn put_answer(applied: baton_state_machine::Applied) -> ApiResult<PutResponse> {
+    match applied.response {
+        Response::Put {
+            key,
+            create_revision,
+            version,
+        } => Ok(PutResponse {
+            key,
+            revision: applied.revision.0,
+            create_revision: create_revision.0,
+            version,
+        }),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// `GET /v1/kv/{key}` parameters.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GetParams {
+    #[serde(default)]
+    consistency: Consistency,
+}
+
+/// Reads a key.
+#[utoipa::path(get, path = "/v1/kv/{key}",
+    responses((status = 200, body = KeyResponse), (status = 404, description = "key_not_found")))]
+pub(crate) async fn get(
+    State(state): State<AppState>,
+    ApiPath(raw): ApiPath<String>,
+    ApiQuery(params): ApiQuery<GetParams>,
+) -> ApiResult<Json<KeyResponse>> {
+    let key = name("key", &raw)?;
+    let (kv, revision) = state.read(params.consistency, |sm| sm.get(&key)).await?;
+    let kv = kv.ok_or_else(|| ApiError::NotFound {
+        code: "key_not_found",
+        message: format!("key {key:?} not found"),
+    })?;
+    Ok(Json(KeyResponse {
+        kv: key_dto(&kv),
+        revision: revision.0,
+    }))
+}
+
+/// `GET /v1/kv` parameters.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RangeParams {
+    #[serde(default)]
+    prefix: String,
+    limit: Option<usize>,
+    #[serde(default)]
+    consistency: Consistency,
+}
+
+/// Keys under a prefix, in order.
+#[utoipa::path(get, path = "/v1/kv", responses((status = 200, body = RangeResponse)))]
+pub(crate) async fn range(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<RangeParams>,
+) -> ApiResult<Json<RangeResponse>> {
+    let prefix = prefix("prefix", &params.prefix)?;
+    let limit = params.limit.unwrap_or(LIST_LIMIT_DEFAULT);
+    state.node.config().limits.check_range_limit(limit)?;
+    let ((kvs, more), revision) = state
+        .read(params.consistency, |sm| sm.range(&prefix, limit))
+        .await?;
+    Ok(Json(RangeResponse {
+        kvs: kvs.iter().map(key_dto).collect(),
+        more,
+        revision: revision.0,
+    }))
+}
+
+/// `DELETE /v1/kv/{key}` parameters.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DeleteParams {
+    prev_revision: Option<u64>,
+}
+
+/// Deletes a key (compare-and-set with `?prev_revision=`).
+#[utoipa::path(delete, path = "/v1/kv/{key}",
+    responses((status = 200, body = DeleteResponse), (status = 404, description = "key_not_found"),
+        (status = 409, description = "cas_failed")))]
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    IdempotencyKey(idem): IdempotencyKey,
+    ApiPath(raw): ApiPath<String>,
+    ApiQuery(params): ApiQuery<DeleteParams>,
+) -> ApiResult<Json<DeleteResponse>> {
+    let command = Command::Delete(Delete {
+        key: name("key", &raw)?,
+        prev_revision: params.prev_revision.map(Revision),
+    });
+    delete_answer(state.apply(idem, command).await?)
+}
+
+/// `DELETE /v1/kv?prefix=` parameters.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DeletePrefixParams {
+    prefix: String,
+}
+
+/// Deletes every key under a non-empty prefix, in one revision.
+#[utoipa::path(delete, path = "/v1/kv", responses((status = 200, body = DeleteResponse)))]
+pub(crate) async fn delete_prefix(
+    State(state): State<AppState>,
+    IdempotencyKey(idem): IdempotencyKey,
+    ApiQuery(params): ApiQuery<DeletePrefixParams>,
+) -> ApiResult<Json<DeleteResponse>> {
+    let command = Command::DeletePrefix(DeletePrefix {
+        prefix: name("prefix", &params.prefix)?,
+    });
+    delete_answer(state.apply(idem, command).await?)
+}
+
+fn delete_answer(applied: baton_state_machine::Applied) -> ApiResult<Json<DeleteResponse>> {
+    match applied.response {
+        Response::Deleted { deleted } => Ok(Json(DeleteResponse {
+            deleted,
+            revision: applied.revision.0,
+        })),
+        other => Err(unexpected(&other)),
+    }
+}

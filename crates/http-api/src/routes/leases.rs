@@ -1,0 +1,163 @@
+//! Leases: grant, keepalive, get, list, revoke.
+
+use super::ReadParams;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody};
+use crate::state::AppState;
+use crate::wire::*;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use baton_state_machine::{Command, LeaseGrant, LeaseId, LeaseRevoke, Response};
+
+/// Grants a lease.
+#[utoipa::path(post, path = "/v1/leases", request_body = LeaseGrantRequest,
+    responses((status = 201, body = LeaseResponse), (status = 400, description = "ttl_ms out of range")))]
+pub(crate) async fn grant(
+    State(state): State<AppState>,
+    IdempotencyKey(key): IdempotencyKey,
+    JsonBody(body): JsonBody<LeaseGrantRequest>,
+) -> ApiResult<(StatusCode, Json<LeaseResponse>)> {
+    let applied = state
+        .apply(
+            key,
+            Command::LeaseGrant(LeaseGrant {
+                ttl_ms: body.ttl_ms,
+            }),
+        )
+        .await?;
+    let Response::LeaseGranted { lease, ttl_ms } = applied.response else {
+        return Err(unexpected(&applied.response));
+    };
+    Ok((
+        StatusCode::CREATED,
+        Json(LeaseResponse {
+            lease_id: lease.0,
+            ttl_ms,
+            revision: applied.revision.0,
+        }),
+    ))
+}
+
+/// Keeps a lease alive; the answer's TTL counts from when the request was sent.
+#[utoipa::path(post, path = "/v1/leases/{id}/keepalive",
+    responses((status = 200, body = KeepaliveResponse), (status = 404, description = "lease_not_found")))]
+pub(crate) async fn keepalive(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<u64>,
+) -> ApiResult<Json<KeepaliveResponse>> {
+    match state.node.keepalive(LeaseId(id)).await? {
+        Some(ttl_ms) => Ok(Json(KeepaliveResponse {
+            lease_id: id,
+            ttl_ms,
+        })),
+        None => Err(lease_not_found(id)),
+    }
+}
+
+/// A lease, its remaining TTL on the leader's clock, and what it owns.
+#[utoipa::path(get, path = "/v1/leases/{id}",
+    responses((status = 200, body = LeaseInfoResponse), (status = 404, description = "lease_not_found")))]
+pub(crate) async fn get(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<u64>,
+    ApiQuery(params): ApiQuery<ReadParams>,
+) -> ApiResult<Json<LeaseInfoResponse>> {
+    let (info, revision) = state
+        .read(params.consistency, |sm| sm.lease(LeaseId(id)))
+        .await?;
+    let info = info.ok_or_else(|| lease_not_found(id))?;
+    // The remaining TTL lives on the leader's clock only; unknown if it cannot be asked.
+    let remaining_ms = state
+        .node
+        .lease_remaining_ms(LeaseId(id))
+        .await
+        .ok()
+        .flatten();
+    Ok(Json(LeaseInfoResponse {
+        lease_id: id,
+        ttl_ms: info.ttl_ms,
+        remaining_ms,
+        granted_revision: info.granted.0,
+        keys: info.keys,
+        claims: info
+            .claims
+            .into_iter()
+            .map(|(resource, owner)| ClaimDto {
+                kind: resource.kind.as_str().into(),
+                name: resource.name,
+                owner,
+            })
+            .collect(),
+        revision: revision.0,
+    }))
+}
+
+/// Every live lease.
+#[utoipa::path(get, path = "/v1/leases", responses((status = 200, body = LeaseListResponse)))]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<ReadParams>,
+) -> ApiResult<Json<LeaseListResponse>> {
+    let (leases, revision) = state
+        .read(params.consistency, |sm| sm.lease_clock())
+        .await?;
+    Ok(Json(LeaseListResponse {
+        leases: leases
+            .into_iter()
+            .map(|l| LeaseSummaryDto {
+                lease_id: l.lease.0,
+                ttl_ms: l.ttl_ms,
+            })
+            .collect(),
+        revision: revision.0,
+    }))
+}
+
+/// Revokes a lease: everything it owns goes in the same revision.
+#[utoipa::path(delete, path = "/v1/leases/{id}",
+    responses((status = 200, body = RevokeResponse), (status = 404, description = "lease_not_found")))]
+pub(crate) async fn revoke(
+    State(state): State<AppState>,
+    IdempotencyKey(key): IdempotencyKey,
+    ApiPath(id): ApiPath<u64>,
+) -> ApiResult<Json<RevokeResponse>> {
+    let applied = state
+        .apply(
+            key,
+            Command::LeaseRevoke(LeaseRevoke { lease: LeaseId(id) }),
+        )
+        .await?;
+    let Response::LeaseEnded {
+        keys_deleted,
+        holds_released,
+        waits_cancelled,
+        ..
+    } = applied.response
+    else {
+        return Err(unexpected(&applied.response));
+    };
+    Ok(Json(RevokeResponse {
+        lease_id: id,
+        keys_deleted,
+        holds_released,
+        waits_cancelled,
+        revision: applied.revision.0,
+    }))
+}
+
+fn lease_not_found(id: u64) -> ApiError {
+    ApiError::NotFound {
+        code: "lease_not_found",
+        message: format!("lease {id} not found"),
+    }
+}
+
+/// An answer of an unexpected kind: a bug of ours, reported without a 500 to the client's
+/// input (the outcome may have happened).
+pub(crate) fn unexpected(response: &Response) -> ApiError {
+    tracing::error!(?response, "unexpected state machine answer");
+    ApiError::Node(baton_raft_node::NodeError::Indeterminate(format!(
+        "unexpected answer {response:?}"
+    )))
+}

@@ -1,0 +1,311 @@
+//! Held-open acquires (locks, semaphores, elections). The request proposes its acquire; if
+//! it is queued, the handler follows this node's applied events until its entry is granted
+//! or removed. The deadline is a replicated command (the leader's `AcquireTimeout`, or the
+//! handler's own after a grace period), so a grant racing the deadline is returned as a
+//! grant. A client that goes away drops the handler; the guard then cancels the entry (or
+//! releases the grant the client never saw).
+
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use crate::wire::{GrantResponse, demand_parts};
+use baton_state_machine::{
+    AcquireTimeout, Cancel, CancelReason, Claimant, Command, EventFilter, EventKind, Fence,
+    HolderInfo, Release, Resign, ResourceId, ResourceKind, Response, Revision, StateMachine,
+};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How a queued claim ended.
+enum Outcome {
+    Granted(HolderInfo, Revision),
+    TimedOut,
+    Cancelled(CancelReason),
+    /// The entry is gone and its grant (if any) already ended.
+    Lost,
+}
+
+/// What a scan of the new events found.
+enum Scan {
+    Found(Outcome),
+    Pending(Revision),
+}
+
+/// Proposes an acquire and, if it queued, waits for its outcome.
+pub(crate) async fn acquire(
+    state: &AppState,
+    idempotency_key: Option<String>,
+    command: Command,
+    resource: ResourceId,
+    claimant: Claimant,
+    wait_ms: u64,
+) -> ApiResult<GrantResponse> {
+    let applied = state.apply(idempotency_key, command).await?;
+    let (enqueued, position) = match applied.response {
+        Response::Granted(g) => {
+            return Ok(grant_response(
+                &resource.name,
+                &g.holder,
+                None,
+                applied.revision,
+            ));
+        }
+        Response::Queued { enqueued, position } => (enqueued, position),
+        other => {
+            return Err(ApiError::Node(baton_raft_node::NodeError::Indeterminate(
+                format!("unexpected answer to an acquire: {other:?}"),
+            )));
+        }
+    };
+    let mut guard = AbandonGuard {
+        state: state.clone(),
+        resource: resource.clone(),
+        claimant: claimant.clone(),
+        enqueued,
+        armed: true,
+    };
+    let outcome = wait(state, &resource, &claimant, enqueued, wait_ms).await?;
+    guard.armed = false;
+    match outcome {
+        Outcome::Granted(holder, revision) => Ok(grant_response(
+            &resource.name,
+            &holder,
+            Some(position),
+            revision,
+        )),
+        Outcome::TimedOut => Err(ApiError::Timeout { wait_ms }),
+        Outcome::Cancelled(CancelReason::LeaseExpired | CancelReason::LeaseRevoked) => {
+            Err(ApiError::NotFound {
+                code: "lease_not_found",
+                message: format!("lease {} ended while waiting", claimant.lease),
+            })
+        }
+        Outcome::Cancelled(_) | Outcome::Lost => Err(ApiError::Rejected(
+            baton_state_machine::Rejection::NotWaiting,
+        )),
+    }
+}
+
+/// The JSON answer for a grant.
+pub(crate) fn grant_response(
+    name: &str,
+    holder: &HolderInfo,
+    queued_position: Option<u64>,
+    revision: Revision,
+) -> GrantResponse {
+    let (mode, permits) = demand_parts(holder.demand);
+    GrantResponse {
+        name: name.to_owned(),
+        lease_id: holder.lease.0,
+        owner: holder.owner.clone(),
+        mode: mode.into(),
+        permits,
+        fence: holder.fence.0,
+        count: holder.count,
+        value: holder.value.clone(),
+        queued_position,
+        revision: revision.0,
+    }
+}
+
+async fn wait(
+    state: &AppState,
+    resource: &ResourceId,
+    claimant: &Claimant,
+    enqueued: Revision,
+    wait_ms: u64,
+) -> ApiResult<Outcome> {
+    let deadline = Instant::now() + Duration::from_millis(wait_ms + state.config.wait_grace_ms);
+    let mut progress = state.node.progress();
+    let mut from = enqueued.next();
+    loop {
+        progress.borrow_and_update();
+        match state
+            .node
+            .read_local(|sm| scan(sm, resource, claimant, enqueued, from))
+        {
+            Scan::Found(outcome) => return Ok(outcome),
+            Scan::Pending(next) => from = next,
+        }
+        tokio::select! {
+            changed = progress.changed() => if changed.is_err() { return Err(ApiError::ShuttingDown) },
+            () = tokio::time::sleep_until(deadline) => {
+                return decide_timeout(state, resource, claimant, enqueued).await;
+            }
+            () = state.shutdown.cancelled() => return Err(ApiError::ShuttingDown),
+        }
+    }
+}
+
+/// Looks for the entry's outcome in the events after `from`; falls back to the state if
+/// the window no longer holds them.
+fn scan(
+    sm: &StateMachine,
+    resource: &ResourceId,
+    claimant: &Claimant,
+    enqueued: Revision,
+    from: Revision,
+) -> Scan {
+    let filter = EventFilter::Resource(resource.clone());
+    let Ok(events) = sm.events_since(from, &filter, usize::MAX) else {
+        return from_state(sm, resource, claimant, enqueued);
+    };
+    for event in &events {
+        match &event.kind {
+            EventKind::Granted {
+                lease,
+                owner,
+                enqueued: Some(at),
+                fence,
+                ..
+            } if *at == enqueued && *lease == claimant.lease && *owner == claimant.owner => {
+                return Scan::Found(current_grant(sm, resource, claimant, Some(*fence)));
+            }
+            EventKind::Cancelled {
+                enqueued: at,
+                lease,
+                owner,
+                reason,
+                ..
+            } if *at == enqueued && *lease == claimant.lease && *owner == claimant.owner => {
+                return Scan::Found(match reason {
+                    CancelReason::TimedOut => Outcome::TimedOut,
+                    other => Outcome::Cancelled(*other),
+                });
+            }
+            _ => {}
+        }
+    }
+    Scan::Pending(sm.revision().next())
+}
+
+fn from_state(
+    sm: &StateMachine,
+    resource: &ResourceId,
+    claimant: &Claimant,
+    enqueued: Revision,
+) -> Scan {
+    let state = sm.lock_state(resource);
+    let waiting = state
+        .as_ref()
+        .is_some_and(|s| s.queue.iter().any(|w| w.enqueued == enqueued));
+    if waiting {
+        return Scan::Pending(sm.revision().next());
+    }
+    let holder = state.and_then(|s| {
+        s.holders.into_iter().find(|h| {
+            h.lease == claimant.lease && h.owner == claimant.owner && h.enqueued == Some(enqueued)
+        })
+    });
+    match holder {
+        Some(h) => Scan::Found(Outcome::Granted(h, sm.revision())),
+        None => Scan::Found(Outcome::Lost),
+    }
+}
+
+/// The claimant's hold now, if it is still the grant with `fence`.
+fn current_grant(
+    sm: &StateMachine,
+    resource: &ResourceId,
+    claimant: &Claimant,
+    fence: Option<Fence>,
+) -> Outcome {
+    let holder = sm.lock_state(resource).and_then(|s| {
+        s.holders.into_iter().find(|h| {
+            h.lease == claimant.lease
+                && h.owner == claimant.owner
+                && fence.is_none_or(|f| h.fence == f)
+        })
+    });
+    match holder {
+        Some(h) => Outcome::Granted(h, sm.revision()),
+        None => Outcome::Lost,
+    }
+}
+
+/// The leader's timeout did not arrive in time (a failover, a slow leader): propose it.
+/// The state machine decides atomically between the grant and the timeout.
+async fn decide_timeout(
+    state: &AppState,
+    resource: &ResourceId,
+    claimant: &Claimant,
+    enqueued: Revision,
+) -> ApiResult<Outcome> {
+    let command = Command::AcquireTimeout(AcquireTimeout {
+        resource: resource.clone(),
+        lease: claimant.lease,
+        owner: claimant.owner.clone(),
+        enqueued,
+    });
+    let applied = state.node.propose(command.into()).await?;
+    Ok(match applied.response {
+        Response::TimedOut { .. } => Outcome::TimedOut,
+        Response::Granted(g) => Outcome::Granted(g.holder, applied.revision),
+        // Decided by someone else just now: read what happened.
+        _ => match state
+            .node
+            .read_local(|sm| from_state(sm, resource, claimant, enqueued))
+        {
+            Scan::Found(outcome) => outcome,
+            Scan::Pending(_) => Outcome::Lost,
+        },
+    })
+}
+
+/// Cancels the queue entry of a request whose client went away (or releases the grant it
+/// got but never received).
+struct AbandonGuard {
+    state: AppState,
+    resource: ResourceId,
+    claimant: Claimant,
+    enqueued: Revision,
+    armed: bool,
+}
+
+impl Drop for AbandonGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let state = self.state.clone();
+        let (resource, claimant, enqueued) =
+            (self.resource.clone(), self.claimant.clone(), self.enqueued);
+        tracing::info!(resource = %resource.name, lease = %claimant.lease, "client gone: cancelling its wait");
+        self.state.tracker.spawn(async move {
+            let cancel = Command::Cancel(Cancel {
+                resource: resource.clone(),
+                lease: claimant.lease,
+                owner: claimant.owner.clone(),
+                enqueued: Some(enqueued),
+            });
+            match state.node.propose(cancel.into()).await {
+                Ok(applied) => {
+                    if let Response::Granted(g) = applied.response {
+                        release_unseen(&state, resource, claimant, g.holder.fence).await;
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cancel of an abandoned wait failed"),
+            }
+        });
+    }
+}
+
+async fn release_unseen(state: &AppState, resource: ResourceId, claimant: Claimant, fence: Fence) {
+    let release = Release {
+        name: resource.name.clone(),
+        lease: claimant.lease,
+        owner: claimant.owner,
+        fence: Some(fence),
+    };
+    let command = match resource.kind {
+        ResourceKind::Lock => Command::LockRelease(release),
+        ResourceKind::Semaphore => Command::SemaphoreRelease(release),
+        ResourceKind::Election => Command::Resign(Resign {
+            name: release.name,
+            lease: release.lease,
+            fence: Some(fence),
+        }),
+    };
+    if let Err(e) = state.node.propose(command.into()).await {
+        tracing::warn!(error = %e, "release of a grant nobody received failed");
+    }
+}
