@@ -38,6 +38,10 @@ pub struct ServeArgs {
     /// Wait to be added to an existing cluster instead of initialising one.
     #[arg(long)]
     join: bool,
+    /// Revisions of events kept for watches (every member must use the same value; it
+    /// applies when the state is created).
+    #[arg(long, value_name = "REVISIONS")]
+    event_window: Option<u64>,
 }
 
 fn node_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
@@ -65,6 +69,10 @@ fn node_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
         config.cluster_secret.clone_from(&args.secret);
     }
     config.join_existing = args.join;
+    if let Some(revisions) = args.event_window {
+        anyhow::ensure!(revisions > 0, "--event-window must be positive");
+        config.bounds.event_window_revisions = revisions;
+    }
     config.validate()?;
     Ok(config)
 }

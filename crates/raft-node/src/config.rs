@@ -2,7 +2,7 @@
 
 use crate::error::NodeError;
 use crate::types::{NodeAddr, NodeId};
-use baton_state_machine::Limits;
+use baton_state_machine::{Bounds, Limits};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -53,6 +53,10 @@ pub struct NodeConfig {
     pub limits: Limits,
     /// sled's page cache.
     pub sled_cache_bytes: u64,
+    /// Sizes of the state machine's own tables (event window, idempotency, queues) for a
+    /// fresh state; replicated, so every member must use the same. A restored snapshot
+    /// keeps the bounds it was made with.
+    pub bounds: Bounds,
 }
 
 impl NodeConfig {
@@ -80,6 +84,7 @@ impl NodeConfig {
             lease_checkpoint_interval_ms: 5_000,
             limits: Limits::default(),
             sled_cache_bytes: 64 << 20,
+            bounds: Bounds::default(),
         }
     }
 

@@ -115,7 +115,7 @@ impl Node {
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| NodeError::Storage(format!("{}: {e}", config.data_dir.display())))?;
         let db = store::open_db(&config.data_dir, config.sled_cache_bytes)?;
-        let (log, sm) = store::open(&db)?;
+        let (log, sm) = store::open_with(&db, config.bounds.clone())?;
         let committed = log.committed_index();
         let shared = sm.shared();
         let peers = PeerClient::new(config.cluster_secret.clone())

@@ -27,9 +27,17 @@ pub fn open_db(dir: &Path, cache_bytes: u64) -> Result<sled::Db, NodeError> {
         .map_err(|e| NodeError::Storage(format!("open {}: {e}", dir.display())))
 }
 
-/// Opens both stores on one database.
+/// Opens both stores on one database; a fresh state machine gets the default bounds.
 pub fn open(db: &sled::Db) -> Result<(LogStore, SmStore), NodeError> {
+    open_with(db, baton_state_machine::Bounds::default())
+}
+
+/// Opens both stores; `bounds` shape a fresh state machine (a snapshot keeps its own).
+pub fn open_with(
+    db: &sled::Db,
+    bounds: baton_state_machine::Bounds,
+) -> Result<(LogStore, SmStore), NodeError> {
     let log = LogStore::open(db.clone())?;
-    let sm = SmStore::open(db.clone())?;
+    let sm = SmStore::open(db.clone(), bounds)?;
     Ok((log, sm))
 }

@@ -96,7 +96,10 @@ pub struct SmStore {
 }
 
 impl SmStore {
-    pub(crate) fn open(db: sled::Db) -> Result<SmStore, NodeError> {
+    pub(crate) fn open(
+        db: sled::Db,
+        bounds: baton_state_machine::Bounds,
+    ) -> Result<SmStore, NodeError> {
         let snapshots = db
             .open_tree("snapshot")
             .map_err(|e| NodeError::Storage(e.to_string()))?;
@@ -109,7 +112,7 @@ impl SmStore {
                     membership: meta.last_membership,
                 },
                 None => SmState {
-                    machine: StateMachine::default(),
+                    machine: StateMachine::new(bounds),
                     last_applied: None,
                     membership: StoredMembership::default(),
                 },

@@ -1,0 +1,299 @@
+//! Real `baton serve` processes on loopback ports picked free at run time. Every process is
+//! started by the test and killed by PID when the test's `Cluster` drops.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub struct Server {
+    pub id: u64,
+    pub api: String,
+    args: Vec<String>,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl Server {
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(&self.args)
+            .env("RUST_LOG", "warn,baton=info,baton_http_api=info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start baton serve");
+        self.child = Some(child);
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// SIGKILL, as a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM and wait for a clean exit; returns its exit status success.
+    pub fn terminate(&mut self) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return true;
+        };
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status.success();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.api)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub struct Cluster {
+    pub dir: TempDir,
+    pub nodes: BTreeMap<u64, Server>,
+    pub http: reqwest::Client,
+}
+
+impl Cluster {
+    /// One node: `baton serve` with explicit addresses and data dir.
+    pub async fn single() -> Cluster {
+        Cluster::single_with(&[]).await
+    }
+
+    /// One node with extra `baton serve` flags.
+    pub async fn single_with(extra: &[&str]) -> Cluster {
+        let dir = TempDir::new().unwrap();
+        let api = format!("127.0.0.1:{}", free_port());
+        let peer = format!("127.0.0.1:{}", free_port());
+        let data = dir.path().join("data");
+        let args = vec![
+            "serve".into(),
+            "--api".into(),
+            api.clone(),
+            "--peer".into(),
+            peer,
+            "--data-dir".into(),
+            data.display().to_string(),
+        ];
+        let args = args
+            .into_iter()
+            .chain(extra.iter().map(|s| s.to_string()))
+            .collect();
+        let mut cluster = Cluster::empty(dir);
+        cluster.add(1, api, args);
+        cluster.wait_ready().await;
+        cluster
+    }
+
+    /// Three nodes from a cluster file.
+    pub async fn three() -> Cluster {
+        let dir = TempDir::new().unwrap();
+        let mut file = String::new();
+        let mut apis = BTreeMap::new();
+        for id in 1..=3u64 {
+            let api = format!("127.0.0.1:{}", free_port());
+            let peer = format!("127.0.0.1:{}", free_port());
+            file.push_str(&format!(
+                "[[node]]\nid = {id}\napi = \"{api}\"\npeer = \"{peer}\"\ndata_dir = \"node-{id}\"\n\n"
+            ));
+            apis.insert(id, api);
+        }
+        let path = dir.path().join("cluster.toml");
+        std::fs::write(&path, file).unwrap();
+        let mut cluster = Cluster::empty(dir);
+        for (id, api) in apis {
+            let args = vec![
+                "serve".into(),
+                "--config".into(),
+                path.display().to_string(),
+                "--node".into(),
+                id.to_string(),
+            ];
+            cluster.add(id, api, args);
+        }
+        cluster.wait_ready().await;
+        cluster
+    }
+
+    fn empty(dir: TempDir) -> Cluster {
+        Cluster {
+            dir,
+            nodes: BTreeMap::new(),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()
+                .unwrap(),
+        }
+    }
+
+    fn add(&mut self, id: u64, api: String, args: Vec<String>) {
+        let log = self.dir.path().join(format!("node-{id}.log"));
+        let mut server = Server {
+            id,
+            api,
+            args,
+            log,
+            child: None,
+        };
+        server.spawn();
+        self.nodes.insert(id, server);
+    }
+
+    pub fn node(&self, id: u64) -> &Server {
+        &self.nodes[&id]
+    }
+
+    pub fn restart(&mut self, id: u64) {
+        let server = self.nodes.get_mut(&id).unwrap();
+        server.kill();
+        server.spawn();
+    }
+
+    pub fn start_again(&mut self, id: u64) {
+        self.nodes.get_mut(&id).unwrap().spawn();
+    }
+
+    /// Waits until every running node is ready (leader known, caught up).
+    pub async fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for server in self.nodes.values().filter(|s| s.child.is_some()) {
+            loop {
+                let ready = self
+                    .http
+                    .get(server.url("/readyz"))
+                    .timeout(Duration::from_secs(2))
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success());
+                if ready {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "node {} not ready:\n{}",
+                    server.id,
+                    server.log()
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+
+    /// The leader's id as node `via` reports it (waits for one).
+    pub async fn leader(&self, via: u64) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok((200, body)) = self.get(via, "/v1/cluster").await
+                && let Some(leader) = body["leader"].as_u64()
+                && self.nodes.get(&leader).is_some_and(|s| s.child.is_some())
+            {
+                return leader;
+            }
+            assert!(Instant::now() < deadline, "no leader seen from node {via}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn send(
+        &self,
+        id: u64,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> reqwest::Result<(u16, Value)> {
+        let mut request = self.http.request(method, self.node(id).url(path));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await?;
+        let status = response.status().as_u16();
+        let text = response.text().await?;
+        Ok((
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        ))
+    }
+
+    pub async fn get(&self, id: u64, path: &str) -> reqwest::Result<(u16, Value)> {
+        self.send(id, reqwest::Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, id: u64, path: &str, body: Value) -> (u16, Value) {
+        self.send(id, reqwest::Method::POST, path, Some(body))
+            .await
+            .unwrap()
+    }
+
+    pub async fn delete(&self, id: u64, path: &str) -> (u16, Value) {
+        self.send(id, reqwest::Method::DELETE, path, None)
+            .await
+            .unwrap()
+    }
+
+    pub async fn put(&self, id: u64, path: &str, body: Value) -> (u16, Value) {
+        self.send(id, reqwest::Method::PUT, path, Some(body))
+            .await
+            .unwrap()
+    }
+
+    pub async fn lease(&self, id: u64, ttl_ms: u64) -> u64 {
+        let (status, body) = self
+            .post(id, "/v1/leases", json!({ "ttl_ms": ttl_ms }))
+            .await;
+        assert_eq!(status, 201, "{body}");
+        body["lease_id"].as_u64().unwrap()
+    }
+
+    pub async fn revision(&self, id: u64) -> u64 {
+        let (_, body) = self.get(id, "/v1/cluster").await.unwrap();
+        body["revision"].as_u64().unwrap()
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
