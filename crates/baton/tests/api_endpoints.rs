@@ -1,0 +1,548 @@
+//! Every endpoint answers as SPEC §3 says, and every bad input gets its 4xx with the SPEC
+//! error shape and changes nothing. Real `baton serve` processes, HTTP only.
+
+#![allow(clippy::unwrap_used)] // tests: a failure is reported by the panic
+
+mod common;
+
+use common::*;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_cas_sequential_range_delete_and_txn() {
+    let c = Cluster::single().await;
+    let (status, put) = c
+        .put(
+            1,
+            "/v1/kv/app/config",
+            json!({"value": "v1", "prev_revision": 0}),
+        )
+        .await;
+    assert_eq!(status, 200, "{put}");
+    let rev = put["revision"].as_u64().unwrap();
+    let (status, err) = c
+        .put(
+            1,
+            "/v1/kv/app/config",
+            json!({"value": "v2", "prev_revision": 0}),
+        )
+        .await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (409, Some("cas_failed"))
+    );
+    assert_eq!(err["error"]["current"]["value"], "v1");
+    let (status, _) = c
+        .put(
+            1,
+            "/v1/kv/app/config",
+            json!({"value": "v2", "prev_revision": rev}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, kv) = c
+        .get(1, "/v1/kv/app/config?consistency=serializable")
+        .await
+        .unwrap();
+    assert_eq!(
+        (status, kv["value"].as_str(), kv["version"].as_u64()),
+        (200, Some("v2"), Some(2))
+    );
+    let (status, seq) = c.post(1, "/v1/kv/jobs/", json!({"value": "job"})).await;
+    assert_eq!(status, 201);
+    assert!(
+        seq["key"].as_str().unwrap().starts_with("jobs/0000"),
+        "{seq}"
+    );
+    let (_, range) = c.get(1, "/v1/kv?prefix=app/&limit=10").await.unwrap();
+    assert_eq!(range["kvs"].as_array().unwrap().len(), 1);
+    let (status, txn) = c
+        .post(1, "/v1/txn", json!({
+            "compare": [{"key": "app/config", "target": "value", "op": "equal", "value": "v2"}],
+            "success": [{"op": "put", "key": "app/a", "value": "1"}, {"op": "range", "prefix": "app/"}],
+            "failure": [],
+        }))
+        .await;
+    assert_eq!(status, 200, "{txn}");
+    assert_eq!(txn["succeeded"], true);
+    assert_eq!(txn["results"][1]["kvs"].as_array().unwrap().len(), 2);
+    let (status, err) = c.delete(1, "/v1/kv/app/a?prev_revision=1").await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (409, Some("cas_failed"))
+    );
+    let (status, del) = c.delete(1, "/v1/kv?prefix=app/").await;
+    assert_eq!((status, del["deleted"].as_u64()), (200, Some(2)));
+    let (status, err) = c.delete(1, "/v1/kv/app/a").await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (404, Some("key_not_found"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphores_elections_lock_listing_and_force_release() {
+    let c = Cluster::single().await;
+    let a = c.lease(1, 60_000).await;
+    let b = c.lease(1, 60_000).await;
+    let sem = |lease: u64, limit: u32, permits: u32| json!({"lease_id": lease, "limit": limit, "permits": permits});
+    let (status, g) = c.post(1, "/v1/semaphores/pool/acquire", sem(a, 3, 2)).await;
+    assert_eq!((status, g["permits"].as_u64()), (200, Some(2)), "{g}");
+    let (status, err) = c.post(1, "/v1/semaphores/pool/acquire", sem(b, 4, 1)).await;
+    assert_eq!(
+        (
+            status,
+            err["error"]["code"].as_str(),
+            err["error"]["limit"].as_u64()
+        ),
+        (409, Some("limit_mismatch"), Some(3))
+    );
+    let (status, err) = c.post(1, "/v1/semaphores/pool/acquire", sem(b, 3, 2)).await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (409, Some("lock_held"))
+    );
+    let (_, state) = c.get(1, "/v1/semaphores/pool").await.unwrap();
+    assert_eq!(state["limit"].as_u64(), Some(3));
+    let (status, _) = c
+        .post(1, "/v1/semaphores/pool/release", json!({"lease_id": a}))
+        .await;
+    assert_eq!(status, 200);
+
+    let (status, lead) = c
+        .post(
+            1,
+            "/v1/elections/e/campaign",
+            json!({"lease_id": a, "value": "node-a"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{lead}");
+    let (status, _) = c
+        .post(
+            1,
+            "/v1/elections/e/proclaim",
+            json!({"lease_id": a, "value": "node-a2"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, err) = c
+        .post(
+            1,
+            "/v1/elections/e/proclaim",
+            json!({"lease_id": b, "value": "x"}),
+        )
+        .await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (409, Some("not_holder"))
+    );
+    let (_, leader) = c.get(1, "/v1/elections/e").await.unwrap();
+    assert_eq!(leader["leader"]["value"], "node-a2");
+    let (status, _) = c
+        .post(1, "/v1/elections/e/resign", json!({"lease_id": a}))
+        .await;
+    assert_eq!(status, 200);
+    let (_, leader) = c.get(1, "/v1/elections/e").await.unwrap();
+    assert_eq!(leader["leader"], Value::Null);
+
+    for name in ["x/1", "x/2", "y"] {
+        c.post(
+            1,
+            &format!("/v1/locks/{}/acquire", name.replace('/', "%2F")),
+            json!({"lease_id": a}),
+        )
+        .await;
+    }
+    let (_, list) = c.get(1, "/v1/locks?prefix=x/").await.unwrap();
+    let names: Vec<&str> = list["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["x/1", "x/2"]);
+    let (status, forced) = c.delete(1, "/v1/locks/y").await;
+    assert_eq!(
+        (status, forced["holders_released"].as_u64()),
+        (200, Some(1))
+    );
+    let (status, err) = c.delete(1, "/v1/locks/y").await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (404, Some("lock_not_found"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_health_metrics_openapi_and_index() {
+    let c = Cluster::single().await;
+    let (status, cluster) = c.get(1, "/v1/cluster").await.unwrap();
+    assert_eq!((status, cluster["leader"].as_u64()), (200, Some(1)));
+    assert_eq!(cluster["members"][0]["role"], "leader");
+    assert_eq!(c.get(1, "/healthz").await.unwrap().0, 200);
+    assert_eq!(c.get(1, "/readyz").await.unwrap().0, 200);
+    let lease = c.lease(1, 10_000).await;
+    c.post(1, "/v1/locks/m/acquire", json!({"lease_id": lease}))
+        .await;
+    let (status, metrics) = c.get(1, "/metrics").await.unwrap();
+    let metrics = metrics.as_str().unwrap().to_owned();
+    assert_eq!(status, 200);
+    for name in [
+        "baton_http_requests_total{route=\"/v1/leases\",method=\"POST\",status=\"201\"} 1",
+        "baton_http_request_duration_seconds_bucket",
+        "baton_raft_term 1",
+        "baton_locks_held 1",
+        "baton_leases 1",
+        "baton_queue_waiters 0",
+        "baton_watches_open 0",
+        "baton_raft_leader_changes_total",
+    ] {
+        assert!(metrics.contains(name), "missing {name} in\n{metrics}");
+    }
+    let (status, doc) = c.get(1, "/v1/openapi.json").await.unwrap();
+    assert_eq!(status, 200);
+    assert!(doc["paths"]["/v1/locks/{name}/acquire"]["post"].is_object());
+    assert!(doc["components"]["schemas"]["AcquireRequest"].is_object());
+    let page = c.http.get(c.node(1).url("/")).send().await.unwrap();
+    assert!(page.headers().contains_key("x-request-id"));
+    assert!(page.text().await.unwrap().contains("Node <b>1</b>"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_calls_need_the_admin_token_when_one_is_set() {
+    let c = Cluster::single_with(&["--admin-token", "t0ken"]).await;
+    let lease = c.lease(1, 10_000).await;
+    c.post(1, "/v1/locks/adm/acquire", json!({"lease_id": lease}))
+        .await;
+    let (status, err) = c.delete(1, "/v1/locks/adm").await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (401, Some("unauthorized"))
+    );
+    let wrong = c
+        .http
+        .delete(c.node(1).url("/v1/locks/adm"))
+        .bearer_auth("nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 403);
+    let right = c
+        .http
+        .delete(c.node(1).url("/v1/locks/adm"))
+        .bearer_auth("t0ken")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(right.status(), 200);
+}
+
+/// (method, path, raw body, expected status, expected code)
+fn bad_inputs(lease: u64) -> Vec<(Method, String, Option<Vec<u8>>, u16, &'static str)> {
+    let long = "x".repeat(513);
+    let big_value = format!("{{\"value\": \"{}\"}}", "v".repeat((1 << 20) + 1));
+    let huge_body = vec![b' '; (2 << 20) + 10];
+    let body = |s: &str| Some(s.as_bytes().to_vec());
+    vec![
+        (
+            Method::POST,
+            "/v1/leases".into(),
+            body("{\"ttl_ms\": 10}"),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::POST,
+            "/v1/leases".into(),
+            body("{\"ttl_ms\": 99999999999}"),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::POST,
+            "/v1/leases".into(),
+            body("{\"ttl_ms\": \"ten\"}"),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::POST,
+            "/v1/leases".into(),
+            body("{\"ttl_ms\": 5000, \"extra\": 1}"),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::POST,
+            "/v1/leases".into(),
+            body("{not json"),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::POST,
+            "/v1/leases".into(),
+            Some(vec![b'{', 0xff, 0xfe, b'}']),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::POST,
+            "/v1/leases".into(),
+            Some(huge_body),
+            413,
+            "payload_too_large",
+        ),
+        (
+            Method::POST,
+            "/v1/leases/abc/keepalive".into(),
+            None,
+            400,
+            "bad_request",
+        ),
+        (
+            Method::POST,
+            "/v1/leases/999/keepalive".into(),
+            None,
+            404,
+            "lease_not_found",
+        ),
+        (
+            Method::GET,
+            "/v1/leases/999".into(),
+            None,
+            404,
+            "lease_not_found",
+        ),
+        (
+            Method::DELETE,
+            "/v1/leases/999".into(),
+            None,
+            404,
+            "lease_not_found",
+        ),
+        (
+            Method::POST,
+            "/v1/locks/L/acquire".into(),
+            body("{\"owner\": \"w\"}"),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::POST,
+            "/v1/locks/L/acquire".into(),
+            body("{\"lease_id\": 999}"),
+            404,
+            "lease_not_found",
+        ),
+        (
+            Method::POST,
+            "/v1/locks/L/acquire".into(),
+            body(&format!(
+                "{{\"lease_id\": {lease}, \"mode\": \"sideways\"}}"
+            )),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::POST,
+            "/v1/locks/L/acquire".into(),
+            body(&format!("{{\"lease_id\": {lease}, \"wait_ms\": 300001}}")),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::POST,
+            format!("/v1/locks/{long}/acquire"),
+            body(&format!("{{\"lease_id\": {lease}}}")),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::POST,
+            "/v1/locks/a%0Ab/acquire".into(),
+            body(&format!("{{\"lease_id\": {lease}}}")),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::POST,
+            "/v1/locks/..%2F..%2Fetc/acquire".into(),
+            body(&format!("{{\"lease_id\": {lease}}}")),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::POST,
+            "/v1/locks/%FF%FE/acquire".into(),
+            body(&format!("{{\"lease_id\": {lease}}}")),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::POST,
+            "/v1/locks/L/release".into(),
+            body(&format!("{{\"lease_id\": {lease}}}")),
+            409,
+            "not_holder",
+        ),
+        (
+            Method::POST,
+            "/v1/locks/L/check".into(),
+            body("{\"fence\": -1}"),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::POST,
+            "/v1/semaphores/S/acquire".into(),
+            body(&format!(
+                "{{\"lease_id\": {lease}, \"limit\": 2, \"permits\": 3}}"
+            )),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::POST,
+            "/v1/semaphores/S/acquire".into(),
+            body(&format!("{{\"lease_id\": {lease}, \"limit\": 0}}")),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::PUT,
+            "/v1/kv/k".into(),
+            Some(big_value.into_bytes()),
+            413,
+            "payload_too_large",
+        ),
+        (
+            Method::PUT,
+            "/v1/kv/k".into(),
+            body("{\"value\": 5}"),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::PUT,
+            "/v1/kv/k".into(),
+            body("{\"value\": \"v\", \"lease_id\": 999}"),
+            404,
+            "lease_not_found",
+        ),
+        (
+            Method::PUT,
+            "/v1/kv/a%2F..%2Fb".into(),
+            body("{\"value\": \"v\"}"),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::GET,
+            "/v1/kv/missing".into(),
+            None,
+            404,
+            "key_not_found",
+        ),
+        (
+            Method::GET,
+            "/v1/kv?prefix=a&limit=0".into(),
+            None,
+            400,
+            "bad_request",
+        ),
+        (
+            Method::GET,
+            "/v1/kv?consistency=maybe".into(),
+            None,
+            400,
+            "bad_request",
+        ),
+        (
+            Method::GET,
+            "/v1/kv?bogus=1".into(),
+            None,
+            400,
+            "bad_request",
+        ),
+        (Method::DELETE, "/v1/kv".into(), None, 400, "bad_request"),
+        (
+            Method::POST,
+            "/v1/txn".into(),
+            body(
+                "{\"compare\": [{\"key\": \"k\", \"target\": \"colour\", \"op\": \"equal\", \"value\": 1}]}",
+            ),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::POST,
+            "/v1/txn".into(),
+            body("{\"success\": [{\"op\": \"explode\"}]}"),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::GET,
+            "/v1/watch?start_revision=x".into(),
+            None,
+            400,
+            "bad_request",
+        ),
+        (Method::GET, "/v1/nowhere".into(), None, 404, "not_found"),
+        (
+            Method::PATCH,
+            "/v1/leases".into(),
+            None,
+            405,
+            "method_not_allowed",
+        ),
+        (
+            Method::POST,
+            "/v1/cluster/members".into(),
+            body("{\"id\": 0, \"peer\": \"\", \"api\": \"\"}"),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::DELETE,
+            "/v1/cluster/members/77".into(),
+            None,
+            409,
+            "membership_change_refused",
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_bad_input_gets_its_4xx_with_the_error_shape_and_changes_nothing() {
+    let c = Cluster::single().await;
+    let lease = c.lease(1, 60_000).await;
+    c.put(1, "/v1/kv/k", json!({"value": "original"})).await;
+    let before = c.revision(1).await;
+    for (method, path, body, status, code) in bad_inputs(lease) {
+        let mut request = c.http.request(method.clone(), c.node(1).url(&path));
+        if let Some(body) = body {
+            request = request.body(body);
+        }
+        let response = request.send().await.unwrap();
+        let got = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        let json: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        assert_eq!(got, status, "{method} {path}: {text}");
+        assert_eq!(json["error"]["code"], code, "{method} {path}: {text}");
+        assert!(
+            json["error"]["message"].is_string(),
+            "{method} {path}: {text}"
+        );
+    }
+    assert_eq!(c.revision(1).await, before, "no bad input changed anything");
+    let (_, kv) = c.get(1, "/v1/kv/k").await.unwrap();
+    assert_eq!(kv["value"], "original");
+    assert!(
+        !c.node(1).log().contains("panicked"),
+        "no panic:\n{}",
+        c.node(1).log()
+    );
+}
