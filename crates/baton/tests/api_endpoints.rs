@@ -239,7 +239,9 @@ async fn admin_calls_need_the_admin_token_when_one_is_set() {
 }
 
 /// (method, path, raw body, expected status, expected code)
-fn bad_inputs(lease: u64) -> Vec<(Method, String, Option<Vec<u8>>, u16, &'static str)> {
+type BadInput = (Method, String, Option<Vec<u8>>, u16, &'static str);
+
+fn bad_inputs(lease: u64) -> Vec<BadInput> {
     let long = "x".repeat(513);
     let big_value = format!("{{\"value\": \"{}\"}}", "v".repeat((1 << 20) + 1));
     let huge_body = vec![b' '; (2 << 20) + 10];
