@@ -265,15 +265,7 @@ impl Node {
     /// outcome is unknown (`Indeterminate`), never reported as failed.
     pub async fn propose(&self, proposal: Proposal) -> Result<Applied, NodeError> {
         proposal.validate(&self.inner.config.limits)?;
-        let timeout = Duration::from_millis(self.inner.config.propose_timeout_ms);
-        tokio::time::timeout(timeout, self.routed(proposal, Route::Propose))
-            .await
-            .unwrap_or_else(|_| {
-                Err(NodeError::Indeterminate(format!(
-                    "no answer within {} ms",
-                    timeout.as_millis()
-                )))
-            })
+        self.routed(proposal, Route::Propose).await
     }
 
     /// Proposes on this node, which must be the leader.
@@ -298,9 +290,7 @@ impl Node {
     /// and this node has applied at least that far.
     pub async fn read_index(&self) -> Result<u64, NodeError> {
         let timeout = Duration::from_millis(self.inner.config.propose_timeout_ms);
-        let index = tokio::time::timeout(timeout, self.routed((), Route::ReadIndex))
-            .await
-            .unwrap_or_else(|_| Err(NodeError::Unavailable("read index timed out".into())))?;
+        let index = self.routed((), Route::ReadIndex).await?;
         self.wait_applied(index, timeout).await?;
         Ok(index)
     }
@@ -334,10 +324,7 @@ impl Node {
     /// Keeps a lease alive on the leader's clock. `Some(ttl_ms)`: the lease lives at least
     /// `ttl_ms` from when this call was sent; `None`: the lease is gone.
     pub async fn keepalive(&self, lease: LeaseId) -> Result<Option<u64>, NodeError> {
-        let timeout = Duration::from_millis(self.inner.config.propose_timeout_ms);
-        tokio::time::timeout(timeout, self.routed(lease, Route::Keepalive))
-            .await
-            .unwrap_or_else(|_| Err(NodeError::Unavailable("keepalive timed out".into())))
+        self.routed(lease, Route::Keepalive).await
     }
 
     pub(crate) async fn keepalive_here(&self, lease: LeaseId) -> Result<Option<u64>, NodeError> {
@@ -380,10 +367,7 @@ impl Node {
 
     /// The lease's remaining TTL on the leader's clock, if the leader tracks it.
     pub async fn lease_remaining_ms(&self, lease: LeaseId) -> Result<Option<u64>, NodeError> {
-        let timeout = Duration::from_millis(self.inner.config.propose_timeout_ms);
-        tokio::time::timeout(timeout, self.routed(lease, Route::Remaining))
-            .await
-            .unwrap_or_else(|_| Err(NodeError::Unavailable("remaining TTL timed out".into())))
+        self.routed(lease, Route::Remaining).await
     }
 
     pub(crate) async fn lease_remaining_here(
@@ -543,25 +527,45 @@ impl Node {
         tracing::info!(id = self.id(), "node stopped");
     }
 
+    /// Sends a request to the leader (this node or another), re-routing after leader
+    /// changes until `propose_timeout_ms` has passed. A request that was never sent (no
+    /// leader known or reachable) ends as `NoLeader`; one that was sent and got no answer
+    /// ends as `Indeterminate` (a proposal) or `Unavailable` (anything else).
     async fn routed<Req, Resp>(&self, request: Req, route: Route) -> Result<Resp, NodeError>
     where
         Req: Serialize + Clone + Send,
         Resp: DeserializeOwned + RouteLocal<Req>,
     {
+        let budget = Duration::from_millis(self.inner.config.propose_timeout_ms);
+        let deadline = tokio::time::Instant::now() + budget;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let result = match self.leader() {
-                Some((id, _)) if id == self.id() => Resp::here(self, route, request.clone()).await,
-                Some((_, addr)) => self.forward(&addr.peer, route.path(), &request).await,
-                None => Err(NodeError::NoLeader),
+            let attempt_result = async {
+                match self.leader() {
+                    Some((id, _)) if id == self.id() => {
+                        Resp::here(self, route, request.clone()).await
+                    }
+                    Some((_, addr)) => self.forward(&addr.peer, route.path(), &request).await,
+                    None => Err(NodeError::NoLeader),
+                }
+            };
+            let result = match tokio::time::timeout_at(deadline, attempt_result).await {
+                Ok(result) => result,
+                Err(_) => Err(route.no_answer(budget)),
             };
             match result {
                 Err(NodeError::ForwardToLeader { .. } | NodeError::NoLeader)
                     if attempt < ROUTE_ATTEMPTS_MAX =>
                 {
-                    self.await_leader_change().await;
+                    if tokio::time::timeout_at(deadline, self.await_leader_change())
+                        .await
+                        .is_err()
+                    {
+                        return Err(NodeError::NoLeader);
+                    }
                 }
+                Err(NodeError::ForwardToLeader { .. }) => return Err(NodeError::NoLeader),
                 other => return other,
             }
         }
@@ -611,6 +615,17 @@ enum Route {
 }
 
 impl Route {
+    /// The error for a request that was sent and got no answer in `budget`.
+    fn no_answer(self, budget: Duration) -> NodeError {
+        let message = format!("no answer within {} ms", budget.as_millis());
+        match self {
+            Route::Propose => NodeError::Indeterminate(message),
+            Route::ReadIndex | Route::Keepalive | Route::Remaining => {
+                NodeError::Unavailable(message)
+            }
+        }
+    }
+
     fn path(self) -> &'static str {
         match self {
             Route::Propose => "/baton/propose",
