@@ -20,6 +20,10 @@ pub struct ServeArgs {
     /// This node's id in the cluster file.
     #[arg(long)]
     node: Option<u64>,
+    /// This node's id without a cluster file (default 1), e.g. for a node started with
+    /// --join to be added to a running cluster.
+    #[arg(long, conflicts_with = "config")]
+    id: Option<u64>,
     /// Client API address (overrides the cluster file).
     #[arg(long)]
     api: Option<String>,
@@ -51,7 +55,15 @@ fn node_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
             let base = path.parent().map(PathBuf::from).unwrap_or_default();
             file.node_config(id, &base)?
         }
-        _ => NodeConfig::default_single(),
+        _ => {
+            let mut config = NodeConfig::default_single();
+            if let Some(id) = args.id {
+                anyhow::ensure!(id > 0, "--id must be positive");
+                config.id = id;
+                config.members = [(id, config.addr.clone())].into();
+            }
+            config
+        }
     };
     if let Some(api) = &args.api {
         config.addr.api.clone_from(api);

@@ -170,7 +170,7 @@ impl Cluster {
         }
     }
 
-    fn add(&mut self, id: u64, api: String, args: Vec<String>) {
+    pub fn add(&mut self, id: u64, api: String, args: Vec<String>) {
         let log = self.dir.path().join(format!("node-{id}.log"));
         let mut server = Server {
             id,
