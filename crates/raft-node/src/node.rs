@@ -114,7 +114,7 @@ impl Node {
         config.validate()?;
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| NodeError::Storage(format!("{}: {e}", config.data_dir.display())))?;
-        let db = store::open_db(&config.data_dir, config.sled_cache_bytes)?;
+        let db = store::open_db(&config.data_dir, config.sled_cache_bytes).await?;
         let (log, sm) = store::open_with(&db, config.bounds.clone())?;
         let committed = log.committed_index();
         let shared = sm.shared();

@@ -11,7 +11,9 @@ struct SledBuilder;
 impl StoreBuilder<TypeConfig, LogStore, SmStore, TempDir> for SledBuilder {
     async fn build(&self) -> Result<(TempDir, LogStore, SmStore), StorageError> {
         let dir = TempDir::new().map_err(|e| StorageIOError::write(&e))?;
-        let db = store::open_db(dir.path(), 16 << 20).map_err(|e| StorageIOError::write(&e))?;
+        let db = store::open_db(dir.path(), 16 << 20)
+            .await
+            .map_err(|e| StorageIOError::write(&e))?;
         let (log, sm) = store::open(&db).map_err(|e| StorageIOError::write(&e))?;
         Ok((dir, log, sm))
     }
@@ -40,7 +42,7 @@ fn sled_stores_reopen_with_vote_committed_pointer_and_snapshot() {
     let log_id = |index| LogId::new(CommittedLeaderId::new(1, 1), index);
     let grant = Proposal::from(Command::LeaseGrant(LeaseGrant { ttl_ms: 5_000 }));
     runtime.block_on(async {
-        let db = store::open_db(dir.path(), 8 << 20).unwrap();
+        let db = store::open_db(dir.path(), 8 << 20).await.unwrap();
         let (mut log, mut sm) = store::open(&db).unwrap();
         log.save_vote(&Vote::new(1, 1)).await.unwrap();
         let entries: Vec<_> = (1..=3)
@@ -62,7 +64,7 @@ fn sled_stores_reopen_with_vote_committed_pointer_and_snapshot() {
         db.flush().unwrap();
     });
     runtime.block_on(async {
-        let db = store::open_db(dir.path(), 8 << 20).unwrap();
+        let db = store::open_db(dir.path(), 8 << 20).await.unwrap();
         let (mut log, mut sm) = store::open(&db).unwrap();
         assert_eq!(log.read_vote().await.unwrap(), Some(Vote::new(1, 1)));
         assert_eq!(log.read_committed().await.unwrap(), Some(log_id(3)));

@@ -18,13 +18,31 @@ pub use sm_store::{AppliedBatch, AppliedProgress, SmShared, SmStore};
 use crate::error::NodeError;
 use std::path::Path;
 
+/// How long opening waits for a previous owner of the directory (a process still exiting,
+/// or a node of this process still being dropped) to let go of sled's lock.
+const OPEN_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Opens (or creates) the node's sled database.
-pub fn open_db(dir: &Path, cache_bytes: u64) -> Result<sled::Db, NodeError> {
-    sled::Config::new()
-        .path(dir)
-        .cache_capacity(cache_bytes)
-        .open()
-        .map_err(|e| NodeError::Storage(format!("open {}: {e}", dir.display())))
+pub async fn open_db(dir: &Path, cache_bytes: u64) -> Result<sled::Db, NodeError> {
+    let deadline = tokio::time::Instant::now() + OPEN_LOCK_WAIT;
+    loop {
+        match sled::Config::new()
+            .path(dir)
+            .cache_capacity(cache_bytes)
+            .open()
+        {
+            Ok(db) => return Ok(db),
+            Err(e) if is_locked(&e) && tokio::time::Instant::now() < deadline => {
+                tracing::info!(dir = %dir.display(), "data directory still locked; waiting");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Err(e) => return Err(NodeError::Storage(format!("open {}: {e}", dir.display()))),
+        }
+    }
+}
+
+fn is_locked(e: &sled::Error) -> bool {
+    matches!(e, sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock)
 }
 
 /// Opens both stores on one database; a fresh state machine gets the default bounds.
