@@ -271,6 +271,8 @@ async fn client_disconnect_cancels_its_wait() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_expiry_frees_locks_and_grants_the_next_waiter_after_the_lock_delay() {
     let c = std::sync::Arc::new(Cluster::single().await);
+    // The leader starts the TTL when it applies the grant, after this instant.
+    let started = Instant::now();
     let doomed = c.lease(1, 1_000).await;
     let next = c.lease(1, 60_000).await;
     let (status, _) = c
@@ -281,7 +283,6 @@ async fn lease_expiry_frees_locks_and_grants_the_next_waiter_after_the_lock_dela
         )
         .await;
     assert_eq!(status, 200);
-    let started = Instant::now();
     let cc = c.clone();
     let wait = tokio::spawn(async move {
         cc.post(1, "/v1/locks/E/acquire", acquire_body(next, "n", 30_000))

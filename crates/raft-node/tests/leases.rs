@@ -195,6 +195,9 @@ async fn blocking_acquire_deadline_is_proposed_as_a_timeout() {
 async fn lock_delay_grant_is_proposed_when_due_after_a_lease_expiry() {
     let cluster = Cluster::start(3, |_| {}).await;
     let node = cluster.node(cluster.leader().await).clone();
+    // The lease's TTL starts when the leader applies the grant, after this instant; the
+    // expiry comes at least 1 000 ms later and the grant at least 700 ms after that.
+    let before_grant = Instant::now();
     let doomed = grant_lease(&node, 1_000).await;
     let next = grant_lease(&node, 60_000).await;
     node.propose(acquire("L", doomed, 0, 700)).await.unwrap();
@@ -219,10 +222,11 @@ async fn lock_delay_grant_is_proposed_when_due_after_a_lease_expiry() {
         }
     }
     let (expired_at, granted_at) = (expired_at.unwrap(), granted_at.unwrap());
+    assert!(expired_at < granted_at, "the expiry came first");
     assert!(
-        granted_at - expired_at >= Duration::from_millis(700),
-        "granted {:?} after the expiry, before the 700 ms lock-delay",
-        granted_at - expired_at
+        granted_at - before_grant >= Duration::from_millis(1_700),
+        "granted {:?} after the lease grant: before TTL plus lock-delay",
+        granted_at - before_grant
     );
     cluster.shutdown().await;
 }
