@@ -46,6 +46,10 @@ pub struct ServeArgs {
     /// applies when the state is created).
     #[arg(long, value_name = "REVISIONS")]
     event_window: Option<u64>,
+    /// Most waiters in one lock, semaphore or election queue (every member must use the
+    /// same value; it applies when the state is created).
+    #[arg(long, value_name = "WAITERS")]
+    queue_len_max: Option<usize>,
 }
 
 fn node_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
@@ -84,6 +88,10 @@ fn node_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
     if let Some(revisions) = args.event_window {
         anyhow::ensure!(revisions > 0, "--event-window must be positive");
         config.bounds.event_window_revisions = revisions;
+    }
+    if let Some(waiters) = args.queue_len_max {
+        anyhow::ensure!(waiters > 0, "--queue-len-max must be positive");
+        config.bounds.queue_len_max = waiters;
     }
     config.validate()?;
     Ok(config)

@@ -548,3 +548,44 @@ async fn every_bad_input_gets_its_4xx_with_the_error_shape_and_changes_nothing()
         c.node(1).log()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_is_429_rate_limited() {
+    let c = Cluster::single_with(&["--queue-len-max", "1"]).await;
+    let [holder, first, second] = [
+        c.lease(1, 60_000).await,
+        c.lease(1, 60_000).await,
+        c.lease(1, 60_000).await,
+    ];
+    c.post(1, "/v1/locks/full/acquire", json!({"lease_id": holder}))
+        .await;
+    let waiting = c
+        .http
+        .post(c.node(1).url("/v1/locks/full/acquire"))
+        .json(&json!({"lease_id": first, "wait_ms": 5_000}))
+        .send();
+    let waiting = tokio::spawn(waiting);
+    loop {
+        let (_, state) = c.get(1, "/v1/locks/full").await.unwrap();
+        if state["queue"].as_array().unwrap().len() == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let (status, err) = c
+        .post(
+            1,
+            "/v1/locks/full/acquire",
+            json!({"lease_id": second, "wait_ms": 5_000}),
+        )
+        .await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (429, Some("rate_limited")),
+        "{err}"
+    );
+    assert_eq!(err["error"]["queue_len_max"].as_u64(), Some(1));
+    c.post(1, "/v1/locks/full/release", json!({"lease_id": holder}))
+        .await;
+    assert_eq!(waiting.await.unwrap().unwrap().status(), 200);
+}
