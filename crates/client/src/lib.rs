@@ -1,1 +1,82 @@
-//! Rust client library for baton: leases, lock guards with fences, watches. Built by a later issue.
+//! Async Rust client for baton.
+//!
+//! A [`Client`] talks to any node (it learns and prefers the leader, and fails over); every
+//! mutation carries an idempotency key and is retried safely; an unknown outcome is
+//! [`Error::Indeterminate`], never reported as a failure. A [`Lease`] keeps itself alive
+//! and knows until when it is safe ([`Lease::safe_until`], [`Lease::lost`]); a
+//! [`LockGuard`] carries its fence.
+//!
+//! Lock with a fence (compiled, not run: it needs a server):
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), baton_client::Error> {
+//! use baton_client::{Client, Lease};
+//! use std::time::Duration;
+//!
+//! let client = Client::new(["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"])?;
+//! let lease = Lease::grant(&client, Duration::from_secs(10)).await?;
+//! let guard = lease.lock_timeout("reports", Duration::from_secs(5)).await?;
+//! // Give the fence to the storage you write to; it rejects anything older.
+//! println!("writing with fence {}", guard.fence());
+//! tokio::select! {
+//!     () = guard.lost() => eprintln!("lease lost: stop writing"),
+//!     () = tokio::time::sleep(Duration::from_secs(1)) => {}
+//! }
+//! guard.release().await?;
+//! lease.close().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Election with observe:
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), baton_client::Error> {
+//! use baton_client::{Client, Lease};
+//! use futures_util::StreamExt;
+//! use std::time::Duration;
+//!
+//! let client = Client::new(["127.0.0.1:7070"])?;
+//! let lease = Lease::grant(&client, Duration::from_secs(10)).await?;
+//! let leadership = lease.campaign("scheduler", "node-a", Duration::from_secs(30)).await?;
+//! leadership.proclaim("node-a:v2").await?;
+//! let mut leaders = client.observe("scheduler").await?;
+//! while let Some(leader) = leaders.next().await {
+//!     println!("leader now: {:?}", leader?);
+//!     # break;
+//! }
+//! leadership.resign().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Watch, resuming across failures with no gap and no duplicate:
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), baton_client::Error> {
+//! use baton_client::{Client, WatchFilter};
+//! use futures_util::StreamExt;
+//!
+//! let client = Client::new(["127.0.0.1:7070"])?;
+//! let mut events = Box::pin(client.watch(WatchFilter::Prefix("app/".into()), Some(1)));
+//! while let Some(event) = events.next().await {
+//!     let event = event?; // Error::Compacted if revision 1 is gone
+//!     println!("{} {} {}", event.revision, event.kind, event.data);
+//!     # break;
+//! }
+//! # Ok(()) }
+//! ```
+
+mod client;
+mod election;
+mod error;
+mod keys;
+mod lease;
+mod lock;
+mod watch;
+
+pub use client::Client;
+pub use election::{Leader, Leadership};
+pub use error::{Error, Result};
+pub use keys::KeyValue;
+pub use lease::{Lease, LeaseStatus, safety_margin};
+pub use lock::{LockGuard, LockOptions};
+pub use watch::{WatchEvent, WatchFilter};

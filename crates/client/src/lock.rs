@@ -1,0 +1,162 @@
+//! Locks and semaphores: [`LockGuard`] carries the fence of its grant. Release explicitly
+//! with [`LockGuard::release`] (it names the fence, so a late retry never frees a newer
+//! grant); dropping the guard releases it in the background.
+
+use crate::client::{Call, segment};
+use crate::error::{Error, Result};
+use crate::lease::Lease;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// Lock options.
+#[derive(Clone, Debug, Default)]
+pub struct LockOptions {
+    /// Owner within the lease (default "").
+    pub owner: String,
+    /// Shared (read) instead of exclusive.
+    pub shared: bool,
+    /// How long to wait in the queue (`None`: do not queue).
+    pub wait: Option<Duration>,
+    /// After this holder's lease expires, keep the lock ungranted this long.
+    pub lock_delay: Option<Duration>,
+}
+
+/// A held lock or semaphore permits.
+pub struct LockGuard {
+    lease: Lease,
+    path: String,
+    name: String,
+    owner: String,
+    fence: u64,
+    count: u32,
+    released: bool,
+}
+
+/// The longest single wait the server takes (SPEC: 300 s).
+const WAIT_MS_MAX: u64 = 300_000;
+
+impl Lease {
+    /// Waits for the lock, as long as it takes (in waits of at most 300 s each).
+    pub async fn lock(&self, name: &str) -> Result<LockGuard> {
+        loop {
+            let options = LockOptions {
+                wait: Some(Duration::from_millis(WAIT_MS_MAX)),
+                ..LockOptions::default()
+            };
+            match self.lock_with(name, options).await {
+                Err(Error::Timeout) => continue,
+                other => return other,
+            }
+        }
+    }
+
+    /// Takes the lock if it is free; `Error::LockHeld` otherwise. Never queues.
+    pub async fn try_lock(&self, name: &str) -> Result<LockGuard> {
+        self.lock_with(name, LockOptions::default()).await
+    }
+
+    /// Waits up to `wait` for the lock; `Error::Timeout` if it was not granted.
+    pub async fn lock_timeout(&self, name: &str, wait: Duration) -> Result<LockGuard> {
+        let options = LockOptions {
+            wait: Some(wait),
+            ..LockOptions::default()
+        };
+        self.lock_with(name, options).await
+    }
+
+    /// Acquires a lock with explicit options.
+    pub async fn lock_with(&self, name: &str, options: LockOptions) -> Result<LockGuard> {
+        let wait = options.wait.unwrap_or_default();
+        let body = json!({
+            "lease_id": self.id(),
+            "owner": options.owner,
+            "mode": if options.shared { "shared" } else { "exclusive" },
+            "wait_ms": wait.as_millis() as u64,
+            "lock_delay_ms": options.lock_delay.unwrap_or_default().as_millis() as u64,
+        });
+        self.acquire(format!("/v1/locks/{}", segment(name)), name, &body, wait).await
+    }
+
+    /// Takes `permits` of a semaphore of `limit` permits, waiting up to `wait`.
+    pub async fn semaphore(&self, name: &str, limit: u32, permits: u32, wait: Duration) -> Result<LockGuard> {
+        let body = json!({
+            "lease_id": self.id(),
+            "limit": limit,
+            "permits": permits,
+            "wait_ms": wait.as_millis() as u64,
+        });
+        self.acquire(format!("/v1/semaphores/{}", segment(name)), name, &body, wait).await
+    }
+
+    async fn acquire(&self, path: String, name: &str, body: &Value, wait: Duration) -> Result<LockGuard> {
+        let grant = self
+            .client()
+            .post(&format!("{path}/acquire"), body, Call::waiting(wait))
+            .await?;
+        Ok(LockGuard {
+            lease: self.clone(),
+            path,
+            name: name.to_owned(),
+            owner: body["owner"].as_str().unwrap_or_default().to_owned(),
+            fence: grant["fence"].as_u64().unwrap_or(0),
+            count: grant["count"].as_u64().unwrap_or(1) as u32,
+            released: false,
+        })
+    }
+}
+
+impl LockGuard {
+    /// The fencing token: pass it to every downstream write (and read).
+    pub fn fence(&self) -> u64 {
+        self.fence
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The re-entrant count of this hold when it was granted.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// The lease that holds it.
+    pub fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
+    /// Resolves when the hold can no longer be counted on (the lease is lost).
+    pub async fn lost(&self) {
+        self.lease.lost().await
+    }
+
+    /// Releases this grant (and only this one: the request names the fence).
+    pub async fn release(mut self) -> Result<()> {
+        self.released = true;
+        release(&self.lease, &self.path, &self.owner, self.fence).await
+    }
+}
+
+async fn release(lease: &Lease, path: &str, owner: &str, fence: u64) -> Result<()> {
+    let body = json!({"lease_id": lease.id(), "owner": owner, "fence": fence});
+    match lease.client().post(&format!("{path}/release"), &body, Call::WRITE).await {
+        Ok(_) | Err(Error::NotHolder { .. }) | Err(Error::LeaseNotFound) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (lease, path, owner, fence) =
+                (self.lease.clone(), self.path.clone(), self.owner.clone(), self.fence);
+            runtime.spawn(async move {
+                let _ = release(&lease, &path, &owner, fence).await;
+            });
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! Watches as a `Stream`. The stream reconnects (trying every endpoint) and resumes with
+//! `Last-Event-ID` from the last revision it delivered completely, skipping the events of
+//! a half-delivered revision it already gave out: no gap, no duplicate. A start older than
+//! the server's window ends the stream with `Error::Compacted`.
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use futures_util::{Stream, StreamExt};
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// What to watch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WatchFilter {
+    /// Everything.
+    All,
+    /// One key.
+    Key(String),
+    /// Keys under a prefix.
+    Prefix(String),
+    /// One lock.
+    Lock(String),
+    /// One semaphore.
+    Semaphore(String),
+    /// One election (its queue and its leader changes).
+    Election(String),
+    /// A lease and everything it owns.
+    Lease(u64),
+}
+
+impl WatchFilter {
+    fn query(&self) -> Vec<(&'static str, String)> {
+        match self {
+            WatchFilter::All => vec![],
+            WatchFilter::Key(k) => vec![("key", k.clone())],
+            WatchFilter::Prefix(p) => vec![("prefix", p.clone())],
+            WatchFilter::Lock(n) => vec![("lock", n.clone())],
+            WatchFilter::Semaphore(n) => vec![("semaphore", n.clone())],
+            WatchFilter::Election(n) => vec![("election", n.clone())],
+            WatchFilter::Lease(l) => vec![("lease", l.to_string())],
+        }
+    }
+}
+
+/// One event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WatchEvent {
+    /// Its revision.
+    pub revision: u64,
+    /// Its type (`key_put`, `lock_granted`, `lease_expired`, …).
+    pub kind: String,
+    /// Its JSON data.
+    pub data: Value,
+}
+
+struct State {
+    client: Client,
+    filter: WatchFilter,
+    /// Every event of revisions up to this one was delivered (0: none yet).
+    complete: u64,
+    /// The revision being delivered and how many of its events went out.
+    partial: Option<(u64, usize)>,
+    /// Where to start if nothing was delivered yet.
+    start: Option<u64>,
+    connection: Option<futures_util::stream::BoxStream<'static, reqwest::Result<Vec<u8>>>>,
+    text: String,
+    ready: VecDeque<WatchEvent>,
+    /// Events of the partial revision to skip after a reconnect.
+    skip: usize,
+    attempt: usize,
+    done: bool,
+}
+
+impl Client {
+    /// Watches `filter` from revision `from` (`None`: from the next revision).
+    pub fn watch(&self, filter: WatchFilter, from: Option<u64>) -> impl Stream<Item = Result<WatchEvent>> + Send + 'static {
+        let state = State {
+            client: self.clone(),
+            filter,
+            complete: 0,
+            partial: None,
+            start: from,
+            connection: None,
+            text: String::new(),
+            ready: VecDeque::new(),
+            skip: 0,
+            attempt: 0,
+            done: false,
+        };
+        futures_util::stream::unfold(state, State::next)
+    }
+}
+
+impl State {
+    async fn next(mut self) -> Option<(Result<WatchEvent>, State)> {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                return Some((Ok(event), self));
+            }
+            if self.done {
+                return None;
+            }
+            let Some(connection) = self.connection.as_mut() else {
+                match self.connect().await {
+                    Ok(()) => continue,
+                    Err(e @ Error::Compacted { .. }) => {
+                        self.done = true;
+                        return Some((Err(e), self));
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "watch: reconnecting");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        continue;
+                    }
+                }
+            };
+            match connection.next().await {
+                Some(Ok(chunk)) => {
+                    self.text.push_str(&String::from_utf8_lossy(&chunk));
+                    self.parse();
+                }
+                _ => {
+                    // The stream broke or ended: resume from what was delivered.
+                    self.connection = None;
+                    self.skip = self.partial.map_or(0, |(_, n)| n);
+                }
+            }
+        }
+    }
+
+    async fn connect(&mut self) -> Result<()> {
+        if self.start.is_none() && self.complete == 0 && self.partial.is_none() {
+            // "From now" is pinned to a revision once, so a reconnect leaves no gap.
+            let cluster = self.client.cluster().await?;
+            self.start = Some(cluster["revision"].as_u64().unwrap_or(0) + 1);
+        }
+        let (index, endpoint) = self.client.endpoint(self.attempt);
+        self.attempt += 1;
+        let mut query = self.filter.query();
+        let resume = match self.partial {
+            Some((rev, _)) => Some(rev.saturating_sub(1)),
+            None if self.complete > 0 => Some(self.complete),
+            None => None,
+        };
+        let mut request = self.client.http().get(format!("{endpoint}/v1/watch"));
+        match (resume, self.start) {
+            (Some(last), _) => request = request.header("Last-Event-ID", last.to_string()),
+            (None, Some(start)) => query.push(("start_revision", start.to_string())),
+            (None, None) => {}
+        }
+        let response = request
+            .query(&query)
+            .send()
+            .await
+            .map_err(|e| Error::Unreachable(e.to_string()))?;
+        let status = response.status().as_u16();
+        if status != 200 {
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            return Err(Error::from_api(status, &body));
+        }
+        self.client.prefer(index);
+        self.text.clear();
+        self.connection = Some(response.bytes_stream().map(|r| r.map(|b| b.to_vec())).boxed());
+        Ok(())
+    }
+
+    fn parse(&mut self) {
+        while let Some(end) = self.text.find("\n\n") {
+            let block: String = self.text.drain(..end + 2).collect();
+            let mut id = None;
+            let mut kind = None;
+            let mut data = String::new();
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("id:") {
+                    id = v.trim().parse::<u64>().ok();
+                } else if let Some(v) = line.strip_prefix("event:") {
+                    kind = Some(v.trim().to_owned());
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data.push_str(v.trim_start());
+                }
+            }
+            let (Some(revision), Some(kind)) = (id, kind) else { continue };
+            if kind == "progress" {
+                self.complete = self.complete.max(revision);
+                if self.partial.is_some_and(|(r, _)| r <= revision) {
+                    self.partial = None;
+                }
+                continue;
+            }
+            if kind == "error" {
+                let body: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
+                if body["error"]["code"] == "compacted" {
+                    self.connection = None;
+                    self.done = true;
+                }
+                continue;
+            }
+            self.deliver(WatchEvent {
+                revision,
+                kind,
+                data: serde_json::from_str(&data).unwrap_or(Value::Null),
+            });
+        }
+    }
+
+    fn deliver(&mut self, event: WatchEvent) {
+        match self.partial {
+            Some((rev, n)) if rev == event.revision => {
+                if self.skip > 0 {
+                    self.skip -= 1;
+                    return;
+                }
+                self.partial = Some((rev, n + 1));
+            }
+            Some((rev, _)) if event.revision < rev => return,
+            Some((rev, _)) => {
+                self.complete = rev;
+                self.skip = 0;
+                self.partial = Some((event.revision, 1));
+            }
+            None => {
+                if event.revision <= self.complete {
+                    return;
+                }
+                self.skip = 0;
+                self.partial = Some((event.revision, 1));
+            }
+        }
+        self.ready.push_back(event);
+    }
+}
