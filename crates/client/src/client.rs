@@ -201,6 +201,13 @@ impl Client {
         Err(last)
     }
 
+    /// A raw call on any API path (`mutation`: carries an idempotency key and is retried
+    /// safely). For what the typed methods do not cover.
+    pub async fn request(&self, method: Method, path: &str, body: Option<&Value>, mutation: bool) -> Result<Value> {
+        let call = if mutation { Call::WRITE } else { Call::READ };
+        self.call(method, path, body, call).await
+    }
+
     pub(crate) async fn get_path(&self, path: &str) -> Result<Value> {
         self.call(Method::GET, path, None, Call::READ).await
     }
@@ -215,8 +222,8 @@ impl Client {
     }
 }
 
-/// Percent-encodes a name for one path segment.
-pub(crate) fn segment(name: &str) -> String {
+/// Percent-encodes a name for one path segment (or a query value).
+pub fn segment(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     for b in name.bytes() {
         match b {

@@ -74,6 +74,8 @@ mod lock;
 mod watch;
 
 pub use client::Client;
+pub use client::segment as segment_name;
+pub use reqwest::Method;
 pub use election::{Leader, Leadership};
 pub use error::{Error, Result};
 pub use keys::KeyValue;
