@@ -1,0 +1,131 @@
+//! The Rust client against real 3-node clusters: every feature, failover when the leader
+//! is killed, and watch resumption across a killed node.
+
+#![allow(clippy::unwrap_used)] // tests: a failure is reported by the panic
+
+mod common;
+
+use baton_client::{Client, Error, Lease, LeaseStatus, Method, WatchFilter};
+use common::*;
+use futures_util::StreamExt;
+use serde_json::json;
+use std::time::Duration;
+
+fn client_for(c: &Cluster, order: &[u64]) -> Client {
+    Client::new(order.iter().map(|id| c.node(*id).api.clone())).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_semaphores_elections_and_keys_through_the_client() {
+    let c = Cluster::three().await;
+    let client = client_for(&c, &[1, 2, 3]);
+    let a = Lease::grant(&client, Duration::from_secs(10)).await.unwrap();
+    let b = Lease::grant(&client, Duration::from_secs(10)).await.unwrap();
+    assert!(a.safe_until().is_some());
+    let guard = a.lock("res").await.unwrap();
+    assert!(guard.fence() > 0);
+    assert!(matches!(b.try_lock("res").await, Err(Error::LockHeld { .. })));
+    assert!(matches!(b.lock_timeout("res", Duration::from_millis(300)).await, Err(Error::Timeout)));
+    let fence = guard.fence();
+    guard.release().await.unwrap();
+    let next = b.lock_timeout("res", Duration::from_secs(5)).await.unwrap();
+    assert!(next.fence() > fence, "fences increase");
+    drop(next); // released in the background
+    let sem = a.semaphore("pool", 2, 2, Duration::ZERO).await.unwrap();
+    assert!(matches!(b.semaphore("pool", 3, 1, Duration::ZERO).await, Err(Error::LimitMismatch { limit: 2 })));
+    sem.release().await.unwrap();
+
+    let rev = client.put("k", "v1").await.unwrap();
+    assert!(matches!(client.cas("k", "v2", rev + 100).await, Err(Error::CasFailed { .. })));
+    client.cas("k", "v2", rev).await.unwrap();
+    assert_eq!(client.get("k").await.unwrap().unwrap().value, "v2");
+    let seq = client.create_sequential("q/", "job", Some(a.id())).await.unwrap();
+    assert!(seq.starts_with("q/"));
+    assert_eq!(client.range("q/", 10).await.unwrap().len(), 1);
+    let txn = client
+        .txn(&json!({"compare": [{"key": "k", "target": "value", "op": "=", "value": "v2"}],
+                     "success": [{"op": "delete", "key": "k"}]}))
+        .await
+        .unwrap();
+    assert_eq!(txn["succeeded"], true);
+    assert!(client.get("k").await.unwrap().is_none());
+    assert!(matches!(client.delete("k").await, Err(Error::KeyNotFound)));
+
+    let leadership = a.campaign("e", "node-a", Duration::ZERO).await.unwrap();
+    leadership.proclaim("node-a2").await.unwrap();
+    let mut observed = Box::pin(client.observe("e").await.unwrap());
+    assert_eq!(observed.next().await.unwrap().unwrap().unwrap().value, "node-a2");
+    leadership.resign().await.unwrap();
+    assert_eq!(observed.next().await.unwrap().unwrap(), None, "the leader resigned");
+    assert!(client.leader("e").await.unwrap().is_none());
+    a.close().await.unwrap();
+    b.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_lost_resolves_when_the_server_says_it_is_gone() {
+    let c = Cluster::single().await;
+    let client = client_for(&c, &[1]);
+    let lease = Lease::grant(&client, Duration::from_millis(1_500)).await.unwrap();
+    client
+        .request(Method::DELETE, &format!("/v1/leases/{}", lease.id()), None, true)
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), lease.lost()).await.expect("lost() resolves");
+    assert_eq!(lease.status(), LeaseStatus::Lost);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_fails_over_when_the_leader_is_killed() {
+    let mut c = Cluster::three().await;
+    let leader = c.leader(1).await;
+    let mut order = vec![leader];
+    order.extend((1..=3).filter(|id| *id != leader));
+    let client = client_for(&c, &order);
+    let lease = Lease::grant(&client, Duration::from_secs(6)).await.unwrap();
+    client.put("before", "1").await.unwrap();
+    c.nodes.get_mut(&leader).unwrap().kill();
+    client.put("after", "2").await.unwrap();
+    assert_eq!(client.get("before").await.unwrap().unwrap().value, "1");
+    // The lease is still kept alive through the new leader.
+    let first = lease.safe_until().unwrap();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let later = lease.safe_until().expect("the lease is still safe");
+    assert!(later > first, "keepalives continued after the failover");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_resumes_across_a_killed_node_without_gap_or_duplicate() {
+    let mut c = Cluster::three().await;
+    let leader = c.leader(1).await;
+    let watched = (1..=3).find(|id| *id != leader).unwrap();
+    let other = (1..=3).find(|id| *id != leader && *id != watched).unwrap();
+    let watcher = client_for(&c, &[watched, other, leader]);
+    let writer = client_for(&c, &[leader, other]);
+    let start = writer.put("w/0", "0").await.unwrap();
+    let mut events = Box::pin(watcher.watch(WatchFilter::Prefix("w/".into()), Some(start)));
+    for i in 1..5 {
+        writer.put(&format!("w/{i}"), "x").await.unwrap();
+    }
+    let mut seen = Vec::new();
+    while seen.len() < 5 {
+        seen.push(events.next().await.unwrap().unwrap().revision);
+    }
+    c.nodes.get_mut(&watched).unwrap().kill();
+    for i in 5..10 {
+        writer.put(&format!("w/{i}"), "x").await.unwrap();
+    }
+    while seen.len() < 10 {
+        let event = tokio::time::timeout(Duration::from_secs(20), events.next())
+            .await
+            .expect("the watch resumed")
+            .unwrap()
+            .unwrap();
+        seen.push(event.revision);
+    }
+    let mut sorted = seen.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted, seen, "ordered, no duplicate: {seen:?}");
+    assert_eq!(seen.len(), 10, "no gap");
+}
