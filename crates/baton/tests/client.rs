@@ -19,32 +19,53 @@ fn client_for(c: &Cluster, order: &[u64]) -> Client {
 async fn locks_semaphores_elections_and_keys_through_the_client() {
     let c = Cluster::three().await;
     let client = client_for(&c, &[1, 2, 3]);
-    let a = Lease::grant(&client, Duration::from_secs(10)).await.unwrap();
-    let b = Lease::grant(&client, Duration::from_secs(10)).await.unwrap();
+    let a = Lease::grant(&client, Duration::from_secs(10))
+        .await
+        .unwrap();
+    let b = Lease::grant(&client, Duration::from_secs(10))
+        .await
+        .unwrap();
     assert!(a.safe_until().is_some());
     let guard = a.lock("res").await.unwrap();
     assert!(guard.fence() > 0);
-    assert!(matches!(b.try_lock("res").await, Err(Error::LockHeld { .. })));
-    assert!(matches!(b.lock_timeout("res", Duration::from_millis(300)).await, Err(Error::Timeout)));
+    assert!(matches!(
+        b.try_lock("res").await,
+        Err(Error::LockHeld { .. })
+    ));
+    assert!(matches!(
+        b.lock_timeout("res", Duration::from_millis(300)).await,
+        Err(Error::Timeout)
+    ));
     let fence = guard.fence();
     guard.release().await.unwrap();
     let next = b.lock_timeout("res", Duration::from_secs(5)).await.unwrap();
     assert!(next.fence() > fence, "fences increase");
     drop(next); // released in the background
     let sem = a.semaphore("pool", 2, 2, Duration::ZERO).await.unwrap();
-    assert!(matches!(b.semaphore("pool", 3, 1, Duration::ZERO).await, Err(Error::LimitMismatch { limit: 2 })));
+    assert!(matches!(
+        b.semaphore("pool", 3, 1, Duration::ZERO).await,
+        Err(Error::LimitMismatch { limit: 2 })
+    ));
     sem.release().await.unwrap();
 
     let rev = client.put("k", "v1").await.unwrap();
-    assert!(matches!(client.cas("k", "v2", rev + 100).await, Err(Error::CasFailed { .. })));
+    assert!(matches!(
+        client.cas("k", "v2", rev + 100).await,
+        Err(Error::CasFailed { .. })
+    ));
     client.cas("k", "v2", rev).await.unwrap();
     assert_eq!(client.get("k").await.unwrap().unwrap().value, "v2");
-    let seq = client.create_sequential("q/", "job", Some(a.id())).await.unwrap();
+    let seq = client
+        .create_sequential("q/", "job", Some(a.id()))
+        .await
+        .unwrap();
     assert!(seq.starts_with("q/"));
     assert_eq!(client.range("q/", 10).await.unwrap().len(), 1);
     let txn = client
-        .txn(&json!({"compare": [{"key": "k", "target": "value", "op": "=", "value": "v2"}],
-                     "success": [{"op": "delete", "key": "k"}]}))
+        .txn(
+            &json!({"compare": [{"key": "k", "target": "value", "op": "=", "value": "v2"}],
+                     "success": [{"op": "delete", "key": "k"}]}),
+        )
         .await
         .unwrap();
     assert_eq!(txn["succeeded"], true);
@@ -54,9 +75,16 @@ async fn locks_semaphores_elections_and_keys_through_the_client() {
     let leadership = a.campaign("e", "node-a", Duration::ZERO).await.unwrap();
     leadership.proclaim("node-a2").await.unwrap();
     let mut observed = Box::pin(client.observe("e").await.unwrap());
-    assert_eq!(observed.next().await.unwrap().unwrap().unwrap().value, "node-a2");
+    assert_eq!(
+        observed.next().await.unwrap().unwrap().unwrap().value,
+        "node-a2"
+    );
     leadership.resign().await.unwrap();
-    assert_eq!(observed.next().await.unwrap().unwrap(), None, "the leader resigned");
+    assert_eq!(
+        observed.next().await.unwrap().unwrap(),
+        None,
+        "the leader resigned"
+    );
     assert!(client.leader("e").await.unwrap().is_none());
     a.close().await.unwrap();
     b.close().await.unwrap();
@@ -66,12 +94,21 @@ async fn locks_semaphores_elections_and_keys_through_the_client() {
 async fn lease_lost_resolves_when_the_server_says_it_is_gone() {
     let c = Cluster::single().await;
     let client = client_for(&c, &[1]);
-    let lease = Lease::grant(&client, Duration::from_millis(1_500)).await.unwrap();
-    client
-        .request(Method::DELETE, &format!("/v1/leases/{}", lease.id()), None, true)
+    let lease = Lease::grant(&client, Duration::from_millis(1_500))
         .await
         .unwrap();
-    tokio::time::timeout(Duration::from_secs(5), lease.lost()).await.expect("lost() resolves");
+    client
+        .request(
+            Method::DELETE,
+            &format!("/v1/leases/{}", lease.id()),
+            None,
+            true,
+        )
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), lease.lost())
+        .await
+        .expect("lost() resolves");
     assert_eq!(lease.status(), LeaseStatus::Lost);
 }
 

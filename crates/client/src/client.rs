@@ -127,7 +127,9 @@ impl Client {
             else {
                 continue;
             };
-            let Ok(status) = response.json::<Value>().await else { continue };
+            let Ok(status) = response.json::<Value>().await else {
+                continue;
+            };
             if let Some(api) = status["leader_api"].as_str() {
                 let url = format!("http://{api}");
                 if let Some(i) = self.inner.endpoints.iter().position(|e| *e == url) {
@@ -140,7 +142,13 @@ impl Client {
     }
 
     /// One logical call with retries. See [`Call`].
-    pub(crate) async fn call(&self, method: Method, path: &str, body: Option<&Value>, call: Call) -> Result<Value> {
+    pub(crate) async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        call: Call,
+    ) -> Result<Value> {
         let key = call.mutation.then(|| uuid::Uuid::new_v4().to_string());
         let mut maybe_applied = false;
         let mut last = Error::Unreachable("no attempt made".into());
@@ -203,7 +211,13 @@ impl Client {
 
     /// A raw call on any API path (`mutation`: carries an idempotency key and is retried
     /// safely). For what the typed methods do not cover.
-    pub async fn request(&self, method: Method, path: &str, body: Option<&Value>, mutation: bool) -> Result<Value> {
+    pub async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        mutation: bool,
+    ) -> Result<Value> {
         let call = if mutation { Call::WRITE } else { Call::READ };
         self.call(method, path, body, call).await
     }
@@ -227,7 +241,9 @@ pub fn segment(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     for b in name.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
             _ => out.push_str(&format!("%{b:02X}")),
         }
     }

@@ -38,10 +38,15 @@ pub struct Leadership {
 impl Lease {
     /// Campaigns for `name` with `value`, waiting up to `wait` as a candidate.
     pub async fn campaign(&self, name: &str, value: &str, wait: Duration) -> Result<Leadership> {
-        let body = json!({"lease_id": self.id(), "value": value, "wait_ms": wait.as_millis() as u64});
+        let body =
+            json!({"lease_id": self.id(), "value": value, "wait_ms": wait.as_millis() as u64});
         let grant = self
             .client()
-            .post(&format!("/v1/elections/{}/campaign", segment(name)), &body, Call::waiting(wait))
+            .post(
+                &format!("/v1/elections/{}/campaign", segment(name)),
+                &body,
+                Call::waiting(wait),
+            )
             .await?;
         Ok(Leadership {
             lease: self.clone(),
@@ -66,7 +71,11 @@ impl Leadership {
     pub async fn proclaim(&self, value: &str) -> Result<()> {
         let body = json!({"lease_id": self.lease.id(), "fence": self.fence, "value": value});
         let path = format!("/v1/elections/{}/proclaim", segment(&self.name));
-        self.lease.client().post(&path, &body, Call::WRITE).await.map(|_| ())
+        self.lease
+            .client()
+            .post(&path, &body, Call::WRITE)
+            .await
+            .map(|_| ())
     }
 
     /// Steps down; the next candidate leads at once.
@@ -83,13 +92,20 @@ impl Leadership {
 impl Client {
     /// The current leader of `name`, if any.
     pub async fn leader(&self, name: &str) -> Result<Option<Leader>> {
-        let body = self.get_path(&format!("/v1/elections/{}", segment(name))).await?;
+        let body = self
+            .get_path(&format!("/v1/elections/{}", segment(name)))
+            .await?;
         Ok(leader(&body["leader"]))
     }
 
     /// The leader now, then every change (a new leader, a new value, or none).
-    pub async fn observe(&self, name: &str) -> Result<impl Stream<Item = Result<Option<Leader>>> + Send + 'static> {
-        let body = self.get_path(&format!("/v1/elections/{}", segment(name))).await?;
+    pub async fn observe(
+        &self,
+        name: &str,
+    ) -> Result<impl Stream<Item = Result<Option<Leader>>> + Send + 'static> {
+        let body = self
+            .get_path(&format!("/v1/elections/{}", segment(name)))
+            .await?;
         let now = leader(&body["leader"]);
         let from = body["revision"].as_u64().unwrap_or(0) + 1;
         let changes = self

@@ -36,7 +36,15 @@ fn key_value(v: &Value) -> KeyValue {
 impl Client {
     /// A key, or `None`.
     pub async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
-        match self.call(Method::GET, &format!("/v1/kv/{}", key_path(key)), None, Call::READ).await {
+        match self
+            .call(
+                Method::GET,
+                &format!("/v1/kv/{}", key_path(key)),
+                None,
+                Call::READ,
+            )
+            .await
+        {
             Ok(v) => Ok(Some(key_value(&v))),
             Err(Error::KeyNotFound) => Ok(None),
             Err(e) => Err(e),
@@ -50,10 +58,21 @@ impl Client {
 
     /// Writes a key bound to `lease` (ephemeral), and/or only if its `mod_revision` is
     /// `prev_revision` (0: it must not exist; `Error::CasFailed` otherwise).
-    pub async fn put_with(&self, key: &str, value: &str, lease: Option<u64>, prev_revision: Option<u64>) -> Result<u64> {
+    pub async fn put_with(
+        &self,
+        key: &str,
+        value: &str,
+        lease: Option<u64>,
+        prev_revision: Option<u64>,
+    ) -> Result<u64> {
         let body = json!({"value": value, "lease_id": lease, "prev_revision": prev_revision});
         let v = self
-            .call(Method::PUT, &format!("/v1/kv/{}", key_path(key)), Some(&body), Call::WRITE)
+            .call(
+                Method::PUT,
+                &format!("/v1/kv/{}", key_path(key)),
+                Some(&body),
+                Call::WRITE,
+            )
             .await?;
         Ok(v["revision"].as_u64().unwrap_or(0))
     }
@@ -66,7 +85,12 @@ impl Client {
     /// Deletes a key; `Error::KeyNotFound` if it did not exist.
     pub async fn delete(&self, key: &str) -> Result<u64> {
         let v = self
-            .call(Method::DELETE, &format!("/v1/kv/{}", key_path(key)), None, Call::WRITE)
+            .call(
+                Method::DELETE,
+                &format!("/v1/kv/{}", key_path(key)),
+                None,
+                Call::WRITE,
+            )
             .await?;
         Ok(v["revision"].as_u64().unwrap_or(0))
     }
@@ -75,14 +99,27 @@ impl Client {
     pub async fn range(&self, prefix: &str, limit: usize) -> Result<Vec<KeyValue>> {
         let path = format!("/v1/kv?prefix={}&limit={limit}", segment(prefix));
         let v = self.get_path(&path).await?;
-        Ok(v["kvs"].as_array().map(|a| a.iter().map(key_value).collect()).unwrap_or_default())
+        Ok(v["kvs"]
+            .as_array()
+            .map(|a| a.iter().map(key_value).collect())
+            .unwrap_or_default())
     }
 
     /// Creates `prefix` + an increasing 20-digit suffix; returns the key.
-    pub async fn create_sequential(&self, prefix: &str, value: &str, lease: Option<u64>) -> Result<String> {
+    pub async fn create_sequential(
+        &self,
+        prefix: &str,
+        value: &str,
+        lease: Option<u64>,
+    ) -> Result<String> {
         let body = json!({"value": value, "lease_id": lease});
         let v = self
-            .call(Method::POST, &format!("/v1/kv/{}", key_path(prefix)), Some(&body), Call::WRITE)
+            .call(
+                Method::POST,
+                &format!("/v1/kv/{}", key_path(prefix)),
+                Some(&body),
+                Call::WRITE,
+            )
             .await?;
         Ok(v["key"].as_str().unwrap_or_default().to_owned())
     }

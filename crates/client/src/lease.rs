@@ -53,7 +53,11 @@ impl Lease {
     pub async fn grant(client: &Client, ttl: Duration) -> Result<Lease> {
         let sent = Instant::now();
         let body = client
-            .post("/v1/leases", &json!({"ttl_ms": ttl.as_millis() as u64}), Call::WRITE)
+            .post(
+                "/v1/leases",
+                &json!({"ttl_ms": ttl.as_millis() as u64}),
+                Call::WRITE,
+            )
             .await?;
         let id = body["lease_id"]
             .as_u64()
@@ -135,7 +139,12 @@ impl Lease {
 
 async fn revoke(client: &Client, id: u64) -> Result<()> {
     match client
-        .call(reqwest::Method::DELETE, &format!("/v1/leases/{id}"), None, Call::WRITE)
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/v1/leases/{id}"),
+            None,
+            Call::WRITE,
+        )
         .await
     {
         Ok(_) | Err(Error::LeaseNotFound) => Ok(()),

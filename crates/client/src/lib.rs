@@ -75,10 +75,10 @@ mod watch;
 
 pub use client::Client;
 pub use client::segment as segment_name;
-pub use reqwest::Method;
 pub use election::{Leader, Leadership};
 pub use error::{Error, Result};
 pub use keys::KeyValue;
 pub use lease::{Lease, LeaseStatus, safety_margin};
 pub use lock::{LockGuard, LockOptions};
+pub use reqwest::Method;
 pub use watch::{WatchEvent, WatchFilter};

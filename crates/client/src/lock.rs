@@ -74,21 +74,40 @@ impl Lease {
             "wait_ms": wait.as_millis() as u64,
             "lock_delay_ms": options.lock_delay.unwrap_or_default().as_millis() as u64,
         });
-        self.acquire(format!("/v1/locks/{}", segment(name)), name, &body, wait).await
+        self.acquire(format!("/v1/locks/{}", segment(name)), name, &body, wait)
+            .await
     }
 
     /// Takes `permits` of a semaphore of `limit` permits, waiting up to `wait`.
-    pub async fn semaphore(&self, name: &str, limit: u32, permits: u32, wait: Duration) -> Result<LockGuard> {
+    pub async fn semaphore(
+        &self,
+        name: &str,
+        limit: u32,
+        permits: u32,
+        wait: Duration,
+    ) -> Result<LockGuard> {
         let body = json!({
             "lease_id": self.id(),
             "limit": limit,
             "permits": permits,
             "wait_ms": wait.as_millis() as u64,
         });
-        self.acquire(format!("/v1/semaphores/{}", segment(name)), name, &body, wait).await
+        self.acquire(
+            format!("/v1/semaphores/{}", segment(name)),
+            name,
+            &body,
+            wait,
+        )
+        .await
     }
 
-    async fn acquire(&self, path: String, name: &str, body: &Value, wait: Duration) -> Result<LockGuard> {
+    async fn acquire(
+        &self,
+        path: String,
+        name: &str,
+        body: &Value,
+        wait: Duration,
+    ) -> Result<LockGuard> {
         let grant = self
             .client()
             .post(&format!("{path}/acquire"), body, Call::waiting(wait))
@@ -140,7 +159,11 @@ impl LockGuard {
 
 async fn release(lease: &Lease, path: &str, owner: &str, fence: u64) -> Result<()> {
     let body = json!({"lease_id": lease.id(), "owner": owner, "fence": fence});
-    match lease.client().post(&format!("{path}/release"), &body, Call::WRITE).await {
+    match lease
+        .client()
+        .post(&format!("{path}/release"), &body, Call::WRITE)
+        .await
+    {
         Ok(_) | Err(Error::NotHolder { .. }) | Err(Error::LeaseNotFound) => Ok(()),
         Err(e) => Err(e),
     }
@@ -152,8 +175,12 @@ impl Drop for LockGuard {
             return;
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let (lease, path, owner, fence) =
-                (self.lease.clone(), self.path.clone(), self.owner.clone(), self.fence);
+            let (lease, path, owner, fence) = (
+                self.lease.clone(),
+                self.path.clone(),
+                self.owner.clone(),
+                self.fence,
+            );
             runtime.spawn(async move {
                 let _ = release(&lease, &path, &owner, fence).await;
             });

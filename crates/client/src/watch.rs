@@ -74,7 +74,11 @@ struct State {
 
 impl Client {
     /// Watches `filter` from revision `from` (`None`: from the next revision).
-    pub fn watch(&self, filter: WatchFilter, from: Option<u64>) -> impl Stream<Item = Result<WatchEvent>> + Send + 'static {
+    pub fn watch(
+        &self,
+        filter: WatchFilter,
+        from: Option<u64>,
+    ) -> impl Stream<Item = Result<WatchEvent>> + Send + 'static {
         let state = State {
             client: self.clone(),
             filter,
@@ -161,7 +165,12 @@ impl State {
         }
         self.client.prefer(index);
         self.text.clear();
-        self.connection = Some(response.bytes_stream().map(|r| r.map(|b| b.to_vec())).boxed());
+        self.connection = Some(
+            response
+                .bytes_stream()
+                .map(|r| r.map(|b| b.to_vec()))
+                .boxed(),
+        );
         Ok(())
     }
 
@@ -180,7 +189,9 @@ impl State {
                     data.push_str(v.trim_start());
                 }
             }
-            let (Some(revision), Some(kind)) = (id, kind) else { continue };
+            let (Some(revision), Some(kind)) = (id, kind) else {
+                continue;
+            };
             if kind == "progress" {
                 self.complete = self.complete.max(revision);
                 if self.partial.is_some_and(|(r, _)| r <= revision) {

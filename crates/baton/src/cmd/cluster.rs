@@ -35,12 +35,19 @@ pub fn run(global: &Global, command: ClusterCommand) -> anyhow::Result<i32> {
             ClusterCommand::Add { id, peer, api } => {
                 client.find_leader().await;
                 let body = json!({"id": id, "peer": peer, "api": api});
-                client.request(Method::POST, "/v1/cluster/members", Some(&body), false).await?
+                client
+                    .request(Method::POST, "/v1/cluster/members", Some(&body), false)
+                    .await?
             }
             ClusterCommand::Remove { id } => {
                 client.find_leader().await;
                 client
-                    .request(Method::DELETE, &format!("/v1/cluster/members/{id}"), None, false)
+                    .request(
+                        Method::DELETE,
+                        &format!("/v1/cluster/members/{id}"),
+                        None,
+                        false,
+                    )
                     .await?
             }
         };
@@ -49,13 +56,25 @@ pub fn run(global: &Global, command: ClusterCommand) -> anyhow::Result<i32> {
                 .as_array()
                 .map(|a| {
                     a.iter()
-                        .map(|m| format!("  {} {} api {} peer {}", m["id"], m["role"].as_str().unwrap_or(""), m["api"], m["peer"]))
+                        .map(|m| {
+                            format!(
+                                "  {} {} api {} peer {}",
+                                m["id"],
+                                m["role"].as_str().unwrap_or(""),
+                                m["api"],
+                                m["peer"]
+                            )
+                        })
                         .collect()
                 })
                 .unwrap_or_default();
             format!(
                 "leader {} term {} revision {} commit {}\n{}",
-                v["leader"], v["term"], v["revision"], v["commit_index"], members.join("\n")
+                v["leader"],
+                v["term"],
+                v["revision"],
+                v["commit_index"],
+                members.join("\n")
             )
         });
         Ok(0)

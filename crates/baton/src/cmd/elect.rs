@@ -10,7 +10,9 @@ use std::time::Duration;
 
 /// Options of `baton elect`.
 #[derive(Args, Debug)]
-#[command(after_help = "Examples:\n  baton elect scheduler node-a\n  baton elect scheduler --observe")]
+#[command(
+    after_help = "Examples:\n  baton elect scheduler node-a\n  baton elect scheduler --observe"
+)]
 pub struct ElectArgs {
     /// The election.
     name: String,
@@ -32,24 +34,39 @@ pub fn run(global: &Global, args: ElectArgs) -> anyhow::Result<i32> {
             let mut leaders = Box::pin(client.observe(&args.name).await?);
             while let Some(leader) = leaders.next().await {
                 let leader = leader?;
-                let value = json!(leader.as_ref().map(|l| json!({"lease_id": l.lease_id, "value": l.value, "fence": l.fence})));
+                let value =
+                    json!(leader.as_ref().map(
+                        |l| json!({"lease_id": l.lease_id, "value": l.value, "fence": l.fence})
+                    ));
                 global.print(&value, || match &leader {
-                    Some(l) => format!("leader: {} (lease {}, fence {})", l.value, l.lease_id, l.fence),
+                    Some(l) => format!(
+                        "leader: {} (lease {}, fence {})",
+                        l.value, l.lease_id, l.fence
+                    ),
                     None => "no leader".into(),
                 });
             }
             return Ok(0);
         }
-        let value = args.value.ok_or_else(|| anyhow::anyhow!("a VALUE is required to campaign"))?;
+        let value = args
+            .value
+            .ok_or_else(|| anyhow::anyhow!("a VALUE is required to campaign"))?;
         let lease = Lease::grant(&client, Duration::from_millis(args.ttl_ms)).await?;
         let leadership = loop {
-            match lease.campaign(&args.name, &value, Duration::from_secs(300)).await {
+            match lease
+                .campaign(&args.name, &value, Duration::from_secs(300))
+                .await
+            {
                 Err(baton_client::Error::Timeout) => continue,
                 other => break other?,
             }
         };
         global.print(&json!({"fence": leadership.fence()}), || {
-            format!("elected leader of {} with fence {}", args.name, leadership.fence())
+            format!(
+                "elected leader of {} with fence {}",
+                args.name,
+                leadership.fence()
+            )
         });
         tokio::select! {
             () = leadership.lost() => {

@@ -38,15 +38,29 @@ pub fn run(global: &Global, command: LeaseCommand) -> anyhow::Result<i32> {
     let client = global.client()?;
     super::runtime()?.block_on(async move {
         let (method, path, body, mutation) = match &command {
-            LeaseCommand::Grant { ttl_ms } => (Method::POST, "/v1/leases".to_owned(), Some(json!({"ttl_ms": ttl_ms})), true),
-            LeaseCommand::Keepalive { id } => (Method::POST, format!("/v1/leases/{id}/keepalive"), None, false),
+            LeaseCommand::Grant { ttl_ms } => (
+                Method::POST,
+                "/v1/leases".to_owned(),
+                Some(json!({"ttl_ms": ttl_ms})),
+                true,
+            ),
+            LeaseCommand::Keepalive { id } => (
+                Method::POST,
+                format!("/v1/leases/{id}/keepalive"),
+                None,
+                false,
+            ),
             LeaseCommand::Revoke { id } => (Method::DELETE, format!("/v1/leases/{id}"), None, true),
             LeaseCommand::List => (Method::GET, "/v1/leases".to_owned(), None, false),
             LeaseCommand::Show { id } => (Method::GET, format!("/v1/leases/{id}"), None, false),
         };
-        let v = client.request(method, &path, body.as_ref(), mutation).await?;
+        let v = client
+            .request(method, &path, body.as_ref(), mutation)
+            .await?;
         global.print(&v, || match &command {
-            LeaseCommand::Grant { .. } => format!("lease {} granted, ttl {} ms", v["lease_id"], v["ttl_ms"]),
+            LeaseCommand::Grant { .. } => {
+                format!("lease {} granted, ttl {} ms", v["lease_id"], v["ttl_ms"])
+            }
             LeaseCommand::Keepalive { id } => format!("lease {id} alive for {} ms", v["ttl_ms"]),
             LeaseCommand::Revoke { id } => format!(
                 "lease {id} revoked: {} keys deleted, {} holds released",

@@ -21,7 +21,9 @@ pub const EXIT_LEASE_LOST: i32 = 3;
 
 /// Options of `baton lock`.
 #[derive(Args, Debug)]
-#[command(after_help = "Examples:\n  baton lock nightly-report -- ./report.sh\n  baton lock --wait-ms 60000 --ttl-ms 15000 db-migrate -- sh -c 'migrate --fence $BATON_FENCE'")]
+#[command(
+    after_help = "Examples:\n  baton lock nightly-report -- ./report.sh\n  baton lock --wait-ms 60000 --ttl-ms 15000 db-migrate -- sh -c 'migrate --fence $BATON_FENCE'"
+)]
 pub struct LockArgs {
     /// The lock's name.
     pub name: String,

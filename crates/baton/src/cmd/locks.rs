@@ -32,7 +32,12 @@ pub fn run(global: &Global, command: LocksCommand) -> anyhow::Result<i32> {
         match command {
             LocksCommand::Ls { prefix } => {
                 let v = client
-                    .request(Method::GET, &format!("/v1/locks?prefix={}", segment_name(&prefix)), None, false)
+                    .request(
+                        Method::GET,
+                        &format!("/v1/locks?prefix={}", segment_name(&prefix)),
+                        None,
+                        false,
+                    )
                     .await?;
                 global.print(&v, || {
                     v["locks"]
@@ -58,15 +63,27 @@ pub fn run(global: &Global, command: LocksCommand) -> anyhow::Result<i32> {
             }
             LocksCommand::Show { name } => {
                 let v = client
-                    .request(Method::GET, &format!("/v1/locks/{}", segment_name(&name)), None, false)
+                    .request(
+                        Method::GET,
+                        &format!("/v1/locks/{}", segment_name(&name)),
+                        None,
+                        false,
+                    )
                     .await?;
                 global.print(&v, || serde_json::to_string_pretty(&v).unwrap_or_default());
             }
             LocksCommand::Release { name } => {
                 let v = client
-                    .request(Method::DELETE, &format!("/v1/locks/{}", segment_name(&name)), None, true)
+                    .request(
+                        Method::DELETE,
+                        &format!("/v1/locks/{}", segment_name(&name)),
+                        None,
+                        true,
+                    )
                     .await?;
-                global.print(&v, || format!("{name}: {} holders released", v["holders_released"]));
+                global.print(&v, || {
+                    format!("{name}: {} holders released", v["holders_released"])
+                });
             }
         }
         Ok(0)

@@ -17,7 +17,12 @@ use serde_json::Value;
 #[derive(Args, Debug, Clone)]
 pub struct Global {
     /// Comma-separated node API addresses; the first that answers is used.
-    #[arg(long, env = "BATON_ENDPOINTS", default_value = "127.0.0.1:7070", global = true)]
+    #[arg(
+        long,
+        env = "BATON_ENDPOINTS",
+        default_value = "127.0.0.1:7070",
+        global = true
+    )]
     pub endpoints: String,
     /// Print JSON instead of human text.
     #[arg(long, global = true)]

@@ -7,7 +7,9 @@ use futures_util::StreamExt;
 
 /// Options of `baton watch`.
 #[derive(Args, Debug)]
-#[command(after_help = "Examples:\n  baton watch --prefix app/\n  baton watch --lock reports --from 1\n  baton watch --lease 7")]
+#[command(
+    after_help = "Examples:\n  baton watch --prefix app/\n  baton watch --lock reports --from 1\n  baton watch --lease 7"
+)]
 pub struct WatchArgs {
     /// Keys under a prefix.
     #[arg(long, group = "filter")]
@@ -53,7 +55,9 @@ pub fn run(global: &Global, args: WatchArgs) -> anyhow::Result<i32> {
         let mut seen = 0;
         while let Some(event) = events.next().await {
             let event = event?;
-            global.print(&event.data, || format!("{}\t{}\t{}", event.revision, event.kind, event.data));
+            global.print(&event.data, || {
+                format!("{}\t{}\t{}", event.revision, event.kind, event.data)
+            });
             seen += 1;
             if args.count.is_some_and(|n| seen >= n) {
                 break;
