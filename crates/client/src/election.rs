@@ -5,7 +5,8 @@ use crate::client::{Call, Client, segment};
 use crate::error::{Error, Result};
 use crate::lease::Lease;
 use crate::watch::WatchFilter;
-use futures_util::{Stream, StreamExt};
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -99,10 +100,7 @@ impl Client {
     }
 
     /// The leader now, then every change (a new leader, a new value, or none).
-    pub async fn observe(
-        &self,
-        name: &str,
-    ) -> Result<impl Stream<Item = Result<Option<Leader>>> + Send + 'static> {
+    pub async fn observe(&self, name: &str) -> Result<BoxStream<'static, Result<Option<Leader>>>> {
         let body = self
             .get_path(&format!("/v1/elections/{}", segment(name)))
             .await?;
@@ -117,6 +115,8 @@ impl Client {
                     Err(e) => Some(Err(e)),
                 }
             });
-        Ok(futures_util::stream::once(async move { Ok(now) }).chain(changes))
+        Ok(futures_util::stream::once(async move { Ok(now) })
+            .chain(changes)
+            .boxed())
     }
 }

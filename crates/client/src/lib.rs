@@ -56,7 +56,7 @@
 //! use futures_util::StreamExt;
 //!
 //! let client = Client::new(["127.0.0.1:7070"])?;
-//! let mut events = Box::pin(client.watch(WatchFilter::Prefix("app/".into()), Some(1)));
+//! let mut events = client.watch(WatchFilter::Prefix("app/".into()), Some(1));
 //! while let Some(event) = events.next().await {
 //!     let event = event?; // Error::Compacted if revision 1 is gone
 //!     println!("{} {} {}", event.revision, event.kind, event.data);

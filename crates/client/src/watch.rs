@@ -5,7 +5,8 @@
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use futures_util::{Stream, StreamExt};
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -78,7 +79,7 @@ impl Client {
         &self,
         filter: WatchFilter,
         from: Option<u64>,
-    ) -> impl Stream<Item = Result<WatchEvent>> + Send + 'static {
+    ) -> BoxStream<'static, Result<WatchEvent>> {
         let state = State {
             client: self.clone(),
             filter,
@@ -92,7 +93,7 @@ impl Client {
             attempt: 0,
             done: false,
         };
-        futures_util::stream::unfold(state, State::next)
+        futures_util::stream::unfold(state, State::next).boxed()
     }
 }
 
