@@ -8,7 +8,13 @@ use clap::{Parser, Subcommand};
 
 /// baton: a CP lock server with fair, fenced, lease-bound locks.
 #[derive(Parser)]
-#[command(name = "baton", version, about, long_about = None)]
+#[command(
+    name = "baton",
+    version,
+    about,
+    long_about = None,
+    after_help = "Examples:\n  baton serve\n  baton lock reports -- ./report.sh\n  BATON_ENDPOINTS=10.0.0.1:7070,10.0.0.2:7070 baton cluster status"
+)]
 struct Cli {
     #[command(flatten)]
     global: cmd::Global,
@@ -24,20 +30,32 @@ enum Command {
     /// Run a command while holding a lock (the fence in BATON_FENCE).
     Lock(cmd::lock::LockArgs),
     /// Leases.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  baton lease grant --ttl-ms 15000\n  baton lease keepalive 7\n  baton lease show 7\n  baton lease revoke 7"
+    )]
     Lease(cmd::lease::LeaseCommand),
     /// Keys.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  baton kv put app/config '{\"debug\": true}'\n  baton kv put app/leader me --prev-revision 0\n  baton kv get app/config\n  baton kv ls app/"
+    )]
     Kv(cmd::kv::KvCommand),
     /// Print events as they happen.
     Watch(cmd::watch::WatchArgs),
     /// Campaign in an election and hold it, or observe it.
     Elect(cmd::elect::ElectArgs),
     /// Who holds which lock; admin force-release.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  baton locks ls\n  baton locks show reports\n  baton locks release reports"
+    )]
     Locks(cmd::locks::LocksCommand),
     /// Cluster status and membership.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  baton cluster status\n  baton cluster add 4 10.0.0.4:7071 10.0.0.4:7070\n  baton cluster remove 4"
+    )]
     Cluster(cmd::cluster::ClusterCommand),
 }
 
