@@ -7,7 +7,7 @@
 
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
-use crate::wire::{GrantResponse, demand_parts};
+use crate::wire::{GrantResponse, holder_dto};
 use baton_state_machine::{
     AcquireTimeout, Cancel, CancelReason, Claimant, Command, EventFilter, EventKind, Fence,
     HolderInfo, Release, Resign, ResourceId, ResourceKind, Response, Revision, StateMachine,
@@ -92,16 +92,9 @@ pub(crate) fn grant_response(
     queued_position: Option<u64>,
     revision: Revision,
 ) -> GrantResponse {
-    let (mode, permits) = demand_parts(holder.demand);
     GrantResponse {
         name: name.to_owned(),
-        lease_id: holder.lease.0,
-        owner: holder.owner.clone(),
-        mode: mode.into(),
-        permits,
-        fence: holder.fence.0,
-        count: holder.count,
-        value: holder.value.clone(),
+        holder: holder_dto(holder),
         queued_position,
         revision: revision.0,
     }

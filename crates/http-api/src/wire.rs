@@ -214,22 +214,10 @@ pub struct ResignRequest {
 pub struct GrantResponse {
     /// The resource's name.
     pub name: String,
-    /// The holder's lease.
-    pub lease_id: u64,
-    /// The holder's owner.
-    pub owner: String,
-    /// `exclusive` or `shared` (locks), `permits` (semaphores).
-    pub mode: String,
-    /// Permits held (semaphores).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub permits: Option<u32>,
-    /// The fencing token: the revision of the grant.
-    pub fence: u64,
-    /// Re-entrant count.
-    pub count: u32,
-    /// The election value (elections).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub value: Option<String>,
+    /// The holder: lease, owner, mode, permits, fence (the revision of the grant), count,
+    /// election value.
+    #[serde(flatten)]
+    pub holder: HolderDto,
     /// The 1-based queue position the request had when it joined, if it waited.
     pub queued_position: Option<u64>,
     /// The revision at which the answer was made.

@@ -56,13 +56,18 @@ pub(crate) async fn release(
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<ReleaseRequest>,
 ) -> ApiResult<Json<ReleaseResponse>> {
-    let release = Release {
-        name: name("name", &raw)?,
+    let release = release_of(&raw, body)?;
+    release_with(&state, key, Command::LockRelease(release)).await
+}
+
+/// The release payload of a lock or semaphore release request.
+pub(crate) fn release_of(raw: &str, body: ReleaseRequest) -> ApiResult<Release> {
+    Ok(Release {
+        name: name("name", raw)?,
         lease: LeaseId(body.lease_id),
         owner: body.owner,
         fence: body.fence.map(Fence),
-    };
-    release_with(&state, key, Command::LockRelease(release)).await
+    })
 }
 
 /// Proposes a release-like command and shapes its answer.

@@ -3,15 +3,13 @@
 use super::ReadParams;
 use crate::error::ApiResult;
 use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody, name};
-use crate::routes::locks::{release_with, state_of};
+use crate::routes::locks::{release_of, release_with, state_of};
 use crate::state::AppState;
 use crate::wait;
 use crate::wire::*;
 use axum::Json;
 use axum::extract::State;
-use baton_state_machine::{
-    Claimant, Command, Fence, LeaseId, Release, ResourceId, SemaphoreAcquire,
-};
+use baton_state_machine::{Claimant, Command, LeaseId, ResourceId, SemaphoreAcquire};
 
 /// Acquires permits of a semaphore of `limit` permits.
 #[utoipa::path(post, path = "/v1/semaphores/{name}/acquire", request_body = SemaphoreAcquireRequest,
@@ -47,12 +45,7 @@ pub(crate) async fn release(
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<ReleaseRequest>,
 ) -> ApiResult<Json<ReleaseResponse>> {
-    let release = Release {
-        name: name("name", &raw)?,
-        lease: LeaseId(body.lease_id),
-        owner: body.owner,
-        fence: body.fence.map(Fence),
-    };
+    let release = release_of(&raw, body)?;
     release_with(&state, key, Command::SemaphoreRelease(release)).await
 }
 
