@@ -1,0 +1,266 @@
+//! Sequential models for the linearizability checker.
+
+use super::linear::Model;
+
+/// A register with read, write and compare-and-set (Jepsen's `cas-register`). Values are
+/// integers; `None` is the initial, unwritten value.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CasRegister;
+
+/// An operation on a [`CasRegister`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RegisterOp {
+    /// Read the value.
+    Read,
+    /// Write a value.
+    Write(i64),
+    /// Set to `to` if the value is `from`.
+    Cas {
+        /// Expected value.
+        from: i64,
+        /// New value.
+        to: i64,
+    },
+}
+
+/// What a register operation answered: the value read, or success of a write or CAS.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RegisterOut {
+    /// A read's value.
+    Value(Option<i64>),
+    /// A completed write or successful CAS.
+    Done,
+}
+
+impl Model for CasRegister {
+    type State = Option<i64>;
+    type Input = RegisterOp;
+    type Output = RegisterOut;
+
+    fn init(&self) -> Option<i64> {
+        None
+    }
+
+    fn step(
+        &self,
+        state: &Option<i64>,
+        input: &RegisterOp,
+        output: Option<&RegisterOut>,
+    ) -> Option<Option<i64>> {
+        match (input, output) {
+            (RegisterOp::Read, Some(RegisterOut::Value(v))) => (v == state).then_some(*state),
+            (RegisterOp::Read, _) => Some(*state),
+            (RegisterOp::Write(v), _) => Some(Some(*v)),
+            // A CAS that completed succeeded: the value must have matched.
+            (RegisterOp::Cas { from, to }, Some(_)) => (*state == Some(*from)).then_some(Some(*to)),
+            // Unknown outcome: it applies if it matched, and changes nothing otherwise.
+            (RegisterOp::Cas { from, to }, None) => Some(if *state == Some(*from) {
+                Some(*to)
+            } else {
+                *state
+            }),
+        }
+    }
+}
+
+/// One key of a key-value store with get, put and append (Porcupine's kv model); the
+/// history is partitioned by key.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KvKey;
+
+/// An operation on one key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KvOp {
+    /// Read the value ("" if unset).
+    Get,
+    /// Replace the value.
+    Put(String),
+    /// Append to the value.
+    Append(String),
+}
+
+impl Model for KvKey {
+    type State = String;
+    type Input = KvOp;
+    type Output = String;
+
+    fn init(&self) -> String {
+        String::new()
+    }
+
+    fn step(&self, state: &String, input: &KvOp, output: Option<&String>) -> Option<String> {
+        match input {
+            KvOp::Get => match output {
+                Some(v) => (v == state).then(|| state.clone()),
+                None => Some(state.clone()),
+            },
+            KvOp::Put(v) => Some(v.clone()),
+            KvOp::Append(v) => Some(format!("{state}{v}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checker::linear::{Operation, Verdict, check};
+    use std::time::Duration;
+
+    fn op(
+        process: u64,
+        call: u64,
+        ret: Option<u64>,
+        input: RegisterOp,
+        output: Option<RegisterOut>,
+    ) -> Operation<RegisterOp, RegisterOut> {
+        Operation {
+            process,
+            call,
+            ret,
+            input,
+            output,
+        }
+    }
+
+    const BUDGET: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn concurrent_write_and_read_may_see_either_value() {
+        let h = vec![
+            op(0, 0, Some(3), RegisterOp::Write(1), Some(RegisterOut::Done)),
+            op(
+                1,
+                1,
+                Some(2),
+                RegisterOp::Read,
+                Some(RegisterOut::Value(Some(1))),
+            ),
+        ];
+        assert_eq!(check(&CasRegister, &h, BUDGET), Verdict::Linearizable);
+    }
+
+    #[test]
+    fn stale_read_after_a_completed_write_is_rejected() {
+        let h = vec![
+            op(0, 0, Some(1), RegisterOp::Write(1), Some(RegisterOut::Done)),
+            op(1, 2, Some(3), RegisterOp::Write(2), Some(RegisterOut::Done)),
+            op(
+                0,
+                4,
+                Some(5),
+                RegisterOp::Read,
+                Some(RegisterOut::Value(Some(1))),
+            ),
+        ];
+        assert!(matches!(
+            check(&CasRegister, &h, BUDGET),
+            Verdict::NotLinearizable { .. }
+        ));
+    }
+
+    #[test]
+    fn lost_update_through_two_successful_cas_from_the_same_value_is_rejected() {
+        let h = vec![
+            op(0, 0, Some(1), RegisterOp::Write(0), Some(RegisterOut::Done)),
+            op(
+                1,
+                2,
+                Some(5),
+                RegisterOp::Cas { from: 0, to: 1 },
+                Some(RegisterOut::Done),
+            ),
+            op(
+                2,
+                3,
+                Some(6),
+                RegisterOp::Cas { from: 0, to: 2 },
+                Some(RegisterOut::Done),
+            ),
+        ];
+        assert!(matches!(
+            check(&CasRegister, &h, BUDGET),
+            Verdict::NotLinearizable { .. }
+        ));
+    }
+
+    #[test]
+    fn read_of_a_value_never_written_is_rejected() {
+        let h = vec![op(
+            0,
+            0,
+            Some(1),
+            RegisterOp::Read,
+            Some(RegisterOut::Value(Some(9))),
+        )];
+        assert!(matches!(
+            check(&CasRegister, &h, BUDGET),
+            Verdict::NotLinearizable { .. }
+        ));
+    }
+
+    #[test]
+    fn unknown_write_may_take_effect_late_or_never() {
+        let h = vec![
+            op(0, 0, None, RegisterOp::Write(7), None),
+            op(
+                1,
+                5,
+                Some(6),
+                RegisterOp::Read,
+                Some(RegisterOut::Value(None)),
+            ),
+            op(
+                1,
+                7,
+                Some(8),
+                RegisterOp::Read,
+                Some(RegisterOut::Value(Some(7))),
+            ),
+        ];
+        assert_eq!(check(&CasRegister, &h, BUDGET), Verdict::Linearizable);
+        // ...but once seen it cannot be unseen.
+        let mut h2 = h.clone();
+        h2.push(op(
+            1,
+            9,
+            Some(10),
+            RegisterOp::Read,
+            Some(RegisterOut::Value(None)),
+        ));
+        assert!(matches!(
+            check(&CasRegister, &h2, BUDGET),
+            Verdict::NotLinearizable { .. }
+        ));
+    }
+
+    #[test]
+    fn kv_append_order_must_match_real_time() {
+        let h = vec![
+            Operation {
+                process: 0,
+                call: 0,
+                ret: Some(1),
+                input: KvOp::Append("a".into()),
+                output: Some(String::new()),
+            },
+            Operation {
+                process: 0,
+                call: 2,
+                ret: Some(3),
+                input: KvOp::Append("b".into()),
+                output: Some(String::new()),
+            },
+            Operation {
+                process: 1,
+                call: 4,
+                ret: Some(5),
+                input: KvOp::Get,
+                output: Some("ba".into()),
+            },
+        ];
+        assert!(matches!(
+            check(&KvKey, &h, BUDGET),
+            Verdict::NotLinearizable { .. }
+        ));
+    }
+}
