@@ -108,10 +108,21 @@ impl Lease {
         body: &Value,
         wait: Duration,
     ) -> Result<LockGuard> {
-        let grant = self
-            .client()
-            .post(&format!("{path}/acquire"), body, Call::waiting(wait))
-            .await?;
+        // A connection lost mid-wait makes the server cancel the queue entry; the retried
+        // request then replays that entry and ends `not_waiting`. Queue again (at the end)
+        // with a fresh request rather than failing.
+        let mut attempts = 0;
+        let grant = loop {
+            attempts += 1;
+            match self
+                .client()
+                .post(&format!("{path}/acquire"), body, Call::waiting(wait))
+                .await
+            {
+                Err(Error::Api { code, .. }) if code == "not_waiting" && attempts < 3 => continue,
+                other => break other?,
+            }
+        };
         Ok(LockGuard {
             lease: self.clone(),
             path,
