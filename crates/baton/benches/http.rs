@@ -108,87 +108,42 @@ fn report(label: &str, ops: usize, elapsed: Duration, mut latencies: Vec<Duratio
     );
 }
 
-/// Each client: its own lease and lock; acquire + release `cycles` times.
-async fn uncontended(api: &str, clients: usize, cycles: usize) {
-    let mut tasks = tokio::task::JoinSet::new();
-    let started = Instant::now();
-    for c in 0..clients {
-        let api = api.to_owned();
-        tasks.spawn(async move {
-            let http = reqwest::Client::new();
-            let lease = post(
-                &http,
-                &format!("http://{api}/v1/leases"),
-                json!({"ttl_ms": 60_000}),
-            )
-            .await;
-            let lease = lease["lease_id"].as_u64().unwrap();
-            let lock = format!("http://{api}/v1/locks/u{clients}-{c}");
-            let mut latencies = Vec::with_capacity(cycles);
-            for _ in 0..cycles {
-                let t = Instant::now();
-                post(
-                    &http,
-                    &format!("{lock}/acquire"),
-                    json!({"lease_id": lease}),
-                )
-                .await;
-                post(
-                    &http,
-                    &format!("{lock}/release"),
-                    json!({"lease_id": lease}),
-                )
-                .await;
-                latencies.push(t.elapsed());
-            }
-            latencies
-        });
-    }
-    let mut latencies = Vec::new();
-    while let Some(done) = tasks.join_next().await {
-        latencies.extend(done.unwrap());
-    }
-    report(
-        &format!("uncontended lock cycles, {clients:>2} clients (acquire+release)"),
-        latencies.len(),
-        started.elapsed(),
-        latencies,
-    );
+/// Uncontended: each client its own lock, latency of acquire + release. Contended: all
+/// clients on one lock with waiting acquires, latency of the acquire (a handoff each).
+#[derive(Clone, Copy, PartialEq)]
+enum Workload {
+    Uncontended,
+    Contended,
 }
 
-/// 16 clients on one lock: acquire (waiting), release; a handoff per cycle.
-async fn contended(api: &str, clients: usize, cycles: usize) {
+async fn lock_cycles(api: &str, workload: Workload, clients: usize, cycles: usize) {
     let mut tasks = tokio::task::JoinSet::new();
     let started = Instant::now();
     for c in 0..clients {
         let api = api.to_owned();
         tasks.spawn(async move {
             let http = reqwest::Client::new();
-            let lease = post(
-                &http,
-                &format!("http://{api}/v1/leases"),
-                json!({"ttl_ms": 60_000}),
-            )
-            .await;
+            let leases = format!("http://{api}/v1/leases");
+            let lease = post(&http, &leases, json!({"ttl_ms": 60_000})).await;
             let lease = lease["lease_id"].as_u64().unwrap();
-            let lock = format!("http://{api}/v1/locks/hot");
+            let (lock, wait_ms) = match workload {
+                Workload::Uncontended => (format!("http://{api}/v1/locks/u{clients}-{c}"), 0),
+                Workload::Contended => (format!("http://{api}/v1/locks/hot"), 60_000),
+            };
             let owner = format!("c{c}");
             let mut latencies = Vec::with_capacity(cycles);
             for _ in 0..cycles {
                 let t = Instant::now();
-                post(
-                    &http,
-                    &format!("{lock}/acquire"),
-                    json!({"lease_id": lease, "owner": owner, "wait_ms": 60_000}),
-                )
-                .await;
-                latencies.push(t.elapsed());
-                post(
-                    &http,
-                    &format!("{lock}/release"),
-                    json!({"lease_id": lease, "owner": owner}),
-                )
-                .await;
+                let acquire = json!({"lease_id": lease, "owner": owner, "wait_ms": wait_ms});
+                post(&http, &format!("{lock}/acquire"), acquire).await;
+                if workload == Workload::Contended {
+                    latencies.push(t.elapsed());
+                }
+                let release = json!({"lease_id": lease, "owner": owner});
+                post(&http, &format!("{lock}/release"), release).await;
+                if workload == Workload::Uncontended {
+                    latencies.push(t.elapsed());
+                }
             }
             latencies
         });
@@ -197,12 +152,15 @@ async fn contended(api: &str, clients: usize, cycles: usize) {
     while let Some(done) = tasks.join_next().await {
         latencies.extend(done.unwrap());
     }
-    report(
-        &format!("contended handoffs, {clients} clients on one lock (acquire latency)"),
-        latencies.len(),
-        started.elapsed(),
-        latencies,
-    );
+    let label = match workload {
+        Workload::Uncontended => {
+            format!("uncontended lock cycles, {clients:>2} clients (acquire+release)")
+        }
+        Workload::Contended => {
+            format!("contended handoffs, {clients} clients on one lock (acquire latency)")
+        }
+    };
+    report(&label, latencies.len(), started.elapsed(), latencies);
 }
 
 fn main() {
@@ -217,10 +175,10 @@ fn main() {
     runtime.block_on(async {
         let http = reqwest::Client::new();
         let api = leader_api(&http, &apis).await;
-        uncontended(&api, 1, 1_000 / scale).await;
-        uncontended(&api, 16, 300 / scale).await;
-        uncontended(&api, 64, 100 / scale).await;
-        contended(&api, 16, 100 / scale).await;
+        lock_cycles(&api, Workload::Uncontended, 1, 1_000 / scale).await;
+        lock_cycles(&api, Workload::Uncontended, 16, 300 / scale).await;
+        lock_cycles(&api, Workload::Uncontended, 64, 100 / scale).await;
+        lock_cycles(&api, Workload::Contended, 16, 100 / scale).await;
     });
     drop(nodes);
 }

@@ -185,20 +185,7 @@ fn check_until<M: Model>(
         {
             return Verdict::Unknown;
         }
-        if entry == NONE {
-            // Only info returns remain past the last real return: nothing fits. Treat like
-            // reaching a return.
-            match backtrack(&mut nodes, &mut stack, &mut linearized, &mut state) {
-                Some(next) => entry = next,
-                None => {
-                    return Verdict::NotLinearizable {
-                        partition: 0,
-                        longest_prefix: longest,
-                    };
-                }
-            }
-            continue;
-        }
+        // The list always ends with returns, so a walk stops at one before running out.
         let node = nodes[entry];
         if node.is_call {
             let op = &ops[node.op];
