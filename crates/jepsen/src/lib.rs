@@ -1,12 +1,38 @@
-//! Jepsen-style harness for baton (in progress: the linearizability checker is built; the
-//! cluster runner, nemeses, workloads and the other checkers come with the rest of the
-//! Jepsen issue).
+//! Jepsen-style harness for baton: a real cluster in network namespaces on this machine,
+//! concurrent clients, faults on a seeded schedule, a recorded history, and one checker
+//! per guarantee of SPEC §5. See `docs/jepsen.md`.
 //!
 //! # Layout
-//! - `checker/linear.rs`: a Wing–Gong–Lowe search in Porcupine's style (memo of linearized
-//!   set and state, partitions checked separately, a time budget that answers `Unknown`).
-//! - `checker/models.rs`: sequential models (a CAS register, a key-value store).
-//! - `parse.rs`: readers for external histories (Jepsen's etcd logs, Porcupine's EDN).
+//! - `cluster.rs`: namespaces, bridge, iptables partitions, server processes, libfaketime
+//!   clocks, and the cleanup registry.
+//! - `client.rs`: the history recorder and a raw HTTP client mapping answers to
+//!   ok/fail/info; `workload.rs`: the clients; `fenced.rs`: the stores locks protect.
+//! - `nemesis.rs`: kill, pause, partition, clock and membership faults.
+//! - `history.rs`: events, pairing, well-formedness; `checker/`: the checkers (the
+//!   linearizability search in `linear.rs`); `report/`: summary, results, timeline, plots.
+//! - `run.rs`: one run end to end; `parse.rs`: readers for external histories.
 
 pub mod checker;
+pub mod client;
+pub mod cluster;
+pub mod fenced;
+pub mod history;
+pub mod nemesis;
 pub mod parse;
+pub mod report;
+pub mod run;
+pub mod workload;
+
+/// What can stop a run (checker verdicts are not errors).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The machine or the cluster could not be set up.
+    #[error("setup: {0}")]
+    Setup(String),
+    /// A node slot that does not exist.
+    #[error("no node slot {0}")]
+    NoSuchNode(usize),
+    /// Writing or reading a report failed.
+    #[error("report: {0}")]
+    Report(String),
+}

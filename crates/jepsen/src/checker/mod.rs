@@ -1,4 +1,190 @@
-//! Checkers. One per guarantee of SPEC §5; only the linearizability checker exists yet.
+//! Checkers, one per guarantee of SPEC §5. Each is a pure function of the history (and of
+//! the server's own event log read back at the end), so re-checking a saved run gives the
+//! same report.
 
 pub mod linear;
+pub mod lock;
 pub mod models;
+pub mod register;
+pub mod session;
+pub mod watch;
+
+use crate::history::Op;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// A three-valued verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Validity {
+    /// The guarantee held.
+    Valid,
+    /// It was violated.
+    Invalid,
+    /// The checker could not tell (budget, too little data).
+    Unknown,
+}
+
+impl Serialize for Validity {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Validity::Valid => s.serialize_bool(true),
+            Validity::Invalid => s.serialize_bool(false),
+            Validity::Unknown => s.serialize_str("unknown"),
+        }
+    }
+}
+
+/// One violation, with the events that show it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Anomaly {
+    /// Its kind, e.g. `stale-read`, `duplicate-fence`, `early-grant`.
+    pub kind: String,
+    /// Invoke indices of the operations involved.
+    pub ops: Vec<u64>,
+    /// What happened, in words.
+    pub message: String,
+}
+
+impl Anomaly {
+    /// An anomaly of `kind` over `ops`.
+    pub fn new(kind: &str, ops: &[&Op], message: String) -> Anomaly {
+        Anomaly {
+            kind: kind.to_owned(),
+            ops: ops.iter().map(|o| o.index).collect(),
+            message,
+        }
+    }
+}
+
+/// What one checker found.
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckResult {
+    /// The checker's name.
+    pub name: String,
+    /// The guarantee it checks (SPEC §5 item).
+    pub guarantee: String,
+    /// Its verdict.
+    pub valid: Validity,
+    /// Violations (at most 20 kept per kind).
+    pub anomalies: Vec<Anomaly>,
+    /// Counts and observations that are not verdicts.
+    pub stats: Value,
+}
+
+impl CheckResult {
+    /// A result: invalid if there are anomalies, else `Unknown` when `enough` is false.
+    pub fn from(
+        name: &str,
+        guarantee: &str,
+        mut anomalies: Vec<Anomaly>,
+        enough: bool,
+        stats: Value,
+    ) -> CheckResult {
+        let valid = if !anomalies.is_empty() {
+            Validity::Invalid
+        } else if enough {
+            Validity::Valid
+        } else {
+            Validity::Unknown
+        };
+        let mut per_kind: BTreeMap<String, usize> = BTreeMap::new();
+        anomalies.retain(|a| {
+            let n = per_kind.entry(a.kind.clone()).or_default();
+            *n += 1;
+            *n <= 20
+        });
+        CheckResult {
+            name: name.into(),
+            guarantee: guarantee.into(),
+            valid,
+            anomalies,
+            stats,
+        }
+    }
+}
+
+/// The server's own record, read back after the run: per watch filter, every event from
+/// revision 1 (the run keeps the event window larger than the run).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Truth {
+    /// Events by filter (`prefix=r/`, `lock=lock-0`, …), in revision order.
+    pub events: BTreeMap<String, Vec<Value>>,
+    /// Filters that could not be read back, with why.
+    pub missing: BTreeMap<String, String>,
+}
+
+/// Settings the checkers need.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CheckConfig {
+    /// Budget of the linearizability search per partition, in seconds.
+    pub budget_s: u64,
+    /// Lease checkpoint interval plus election timeout (ms): how late a lease may end.
+    pub lease_slack_ms: u64,
+    /// Fewest ok client operations for a verdict other than unknown.
+    pub min_ok_ops: usize,
+}
+
+impl Default for CheckConfig {
+    fn default() -> Self {
+        CheckConfig {
+            budget_s: 10,
+            lease_slack_ms: 6_000,
+            min_ok_ops: 50,
+        }
+    }
+}
+
+/// Runs every checker.
+pub fn check_all(ops: &[Op], truth: &Truth, config: &CheckConfig) -> Vec<CheckResult> {
+    vec![
+        register::linearizable(ops, config),
+        register::revisions(ops),
+        lock::fencing(ops),
+        lock::trylock(ops, config),
+        lock::queues(ops, truth),
+        lock::semaphore(ops, truth),
+        lock::election(ops),
+        session::leases(ops, config),
+        watch::watches(ops, truth),
+        register::durability(ops, truth),
+    ]
+}
+
+/// The overall verdict: invalid if any checker says so, else unknown if any is unsure.
+pub fn overall(results: &[CheckResult]) -> Validity {
+    if results.iter().any(|r| r.valid == Validity::Invalid) {
+        Validity::Invalid
+    } else if results.iter().any(|r| r.valid == Validity::Unknown) {
+        Validity::Unknown
+    } else {
+        Validity::Valid
+    }
+}
+
+/// Indices of ops sorted by call time, and a sweep that, for each op in call order, knows
+/// the completed op (by `ret`) with the largest key before that call: the building block
+/// of every "A completed before B was invoked" check, in O(n log n).
+pub(crate) fn realtime_pairs<'a, K: Ord + Copy>(
+    ops: &[&'a Op],
+    key: impl Fn(&Op) -> K,
+    mut visit: impl FnMut(&'a Op, &'a Op),
+) {
+    let mut by_ret: Vec<&Op> = ops.iter().copied().filter(|o| o.ret.is_some()).collect();
+    by_ret.sort_by_key(|o| o.ret);
+    let mut by_call: Vec<&Op> = ops.to_vec();
+    by_call.sort_by_key(|o| o.call);
+    let mut best: Option<&Op> = None;
+    let mut i = 0;
+    for op in by_call {
+        while i < by_ret.len() && by_ret[i].ret.is_some_and(|r| r < op.call) {
+            if best.is_none_or(|b| key(by_ret[i]) > key(b)) {
+                best = Some(by_ret[i]);
+            }
+            i += 1;
+        }
+        if let Some(b) = best {
+            visit(b, op);
+        }
+    }
+}

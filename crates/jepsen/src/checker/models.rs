@@ -264,3 +264,147 @@ mod tests {
         ));
     }
 }
+
+/// A key as baton serves it: a value and the revision of its last change. Reads return
+/// both, writes return their revision (which must exceed the previous one), and a CAS
+/// names the revision it expects (0: the key must not exist).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RevRegister;
+
+/// An operation on a [`RevRegister`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RegIn {
+    /// Read value and revision.
+    Read,
+    /// Write a value.
+    Write(String),
+    /// Write a value if the key's revision is `prev`.
+    Cas {
+        /// Expected revision.
+        prev: u64,
+        /// New value.
+        value: String,
+    },
+}
+
+/// What a [`RevRegister`] operation answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RegOut {
+    /// A read: the value (`None` if absent) and its revision (0 if absent).
+    Read(Option<String>, u64),
+    /// A write's or CAS's revision.
+    Rev(u64),
+}
+
+/// State: the value and its revision; the revision is `None` after a write of unknown
+/// outcome until a read or CAS pins it.
+pub type RegState = (Option<String>, Option<u64>);
+
+impl Model for RevRegister {
+    type State = RegState;
+    type Input = RegIn;
+    type Output = RegOut;
+
+    fn init(&self) -> RegState {
+        (None, Some(0))
+    }
+
+    fn step(&self, state: &RegState, input: &RegIn, output: Option<&RegOut>) -> Option<RegState> {
+        let (value, rev) = state;
+        let newer = |r: u64| rev.is_none_or(|old| r > old);
+        match (input, output) {
+            (RegIn::Read, Some(RegOut::Read(v, r))) => {
+                (v == value && rev.is_none_or(|old| old == *r)).then(|| (value.clone(), Some(*r)))
+            }
+            (RegIn::Read, _) => Some(state.clone()),
+            (RegIn::Write(v), Some(RegOut::Rev(r))) => {
+                newer(*r).then(|| (Some(v.clone()), Some(*r)))
+            }
+            (RegIn::Write(v), _) => Some((Some(v.clone()), None)),
+            (RegIn::Cas { prev, value: v }, Some(RegOut::Rev(r))) => {
+                (rev.is_none_or(|old| old == *prev) && *r > *prev)
+                    .then(|| (Some(v.clone()), Some(*r)))
+            }
+            // Unknown outcome: it applies when the revision matches (or is unknown).
+            (RegIn::Cas { prev, value: v }, _) => Some(if rev.is_none_or(|old| old == *prev) {
+                (Some(v.clone()), None)
+            } else {
+                state.clone()
+            }),
+        }
+    }
+}
+
+/// A try-lock whose grants carry fences (Hazelcast's fenced mutex, with an owner): only
+/// a free lock is granted, with a fence above every earlier one; only the owner releases;
+/// revoking an owner's lease frees what it holds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FencedOwnerMutex;
+
+/// An operation on a [`FencedOwnerMutex`], by owner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MutexIn {
+    /// Try to acquire.
+    Acquire(String),
+    /// Release.
+    Release(String),
+    /// Revoke the owner's lease.
+    Revoke(String),
+}
+
+/// What it answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MutexOut {
+    /// Granted with this fence.
+    Granted(u64),
+    /// Refused: someone else holds it.
+    Held,
+    /// Released or revoked.
+    Done,
+    /// Refused: the caller does not hold it.
+    NotHolder,
+}
+
+/// State: the owner, and the highest fence granted so far.
+pub type MutexState = (Option<String>, u64);
+
+impl Model for FencedOwnerMutex {
+    type State = MutexState;
+    type Input = MutexIn;
+    type Output = MutexOut;
+
+    fn init(&self) -> MutexState {
+        (None, 0)
+    }
+
+    fn step(
+        &self,
+        state: &MutexState,
+        input: &MutexIn,
+        output: Option<&MutexOut>,
+    ) -> Option<MutexState> {
+        let (owner, last) = state;
+        let mine = |me: &String| owner.as_ref() == Some(me);
+        match (input, output) {
+            (MutexIn::Acquire(me), Some(MutexOut::Granted(f))) => {
+                (owner.is_none() && f > last).then(|| (Some(me.clone()), *f))
+            }
+            (MutexIn::Acquire(me), Some(MutexOut::Held)) => {
+                (owner.is_some() && !mine(me)).then(|| state.clone())
+            }
+            (MutexIn::Acquire(me), None) => Some(if owner.is_none() {
+                (Some(me.clone()), *last)
+            } else {
+                state.clone()
+            }),
+            (MutexIn::Release(me), Some(MutexOut::Done)) => mine(me).then_some((None, *last)),
+            (MutexIn::Release(me), Some(MutexOut::NotHolder)) => (!mine(me)).then(|| state.clone()),
+            (MutexIn::Release(me) | MutexIn::Revoke(me), _) => Some(if mine(me) {
+                (None, *last)
+            } else {
+                state.clone()
+            }),
+            (MutexIn::Acquire(_), Some(_)) => None,
+        }
+    }
+}

@@ -68,6 +68,22 @@ pub(crate) enum Due {
     },
 }
 
+/// TEST ONLY, the Jepsen harness's canary: with `BATON_UNSAFE_EXPIRE_EARLY=1` in the
+/// environment the leader ends every lease a quarter of its TTL after each reset, breaking
+/// SPEC §2 on purpose so the harness can show that it notices. Off unless set.
+fn unsafe_expire_early() -> bool {
+    static FLAG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FLAG.get_or_init(|| {
+        let on = std::env::var_os("BATON_UNSAFE_EXPIRE_EARLY").is_some_and(|v| v == "1");
+        if on {
+            tracing::error!(
+                "BATON_UNSAFE_EXPIRE_EARLY=1: leases expire early; this server is UNSAFE (test only)"
+            );
+        }
+        on
+    })
+}
+
 /// Deadlines keyed for rescheduling and ordered for firing. Pure bookkeeping: callers pass
 /// `now`, so it is tested without a runtime.
 #[derive(Default)]
@@ -89,6 +105,12 @@ impl Deadlines {
 
     /// Sets a lease's deadline at `at` (replacing any), with its TTL.
     pub(crate) fn set_lease(&mut self, lease: LeaseId, at: Instant, ttl_ms: u64) {
+        let at = if unsafe_expire_early() {
+            at.checked_sub(Duration::from_millis(ttl_ms * 3 / 4))
+                .unwrap_or(at)
+        } else {
+            at
+        };
         if let Some((old, _)) = self.leases.insert(lease, (at, ttl_ms)) {
             self.order.remove(&(old, Due::Lease(lease)));
         }

@@ -1,0 +1,121 @@
+//! Leases (SPEC §5.6): never gone before TTL after the last acknowledged keepalive, and
+//! gone within TTL + checkpoint interval + election timeout after keepalives stop.
+
+use super::{Anomaly, CheckConfig, CheckResult};
+use crate::history::{Kind, Op};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// Everything the history says about one lease.
+#[derive(Default)]
+struct LeaseOps<'a> {
+    grant: Option<&'a Op>,
+    ttl_ms: u64,
+    /// Keepalives (any outcome).
+    keepalives: Vec<&'a Op>,
+    /// Operations that found the lease gone.
+    gone: Vec<&'a Op>,
+    /// Lookups that found it alive.
+    alive: Vec<&'a Op>,
+    revoked_at: Option<u64>,
+}
+
+fn lease_of(op: &Op) -> Option<u64> {
+    op.arg_u64("lease").or_else(|| op.result_u64("lease"))
+}
+
+/// Early expiry anywhere (every lease of every workload); late expiry for the `lease`
+/// workload's leases, whose keepalives stop on purpose.
+pub fn leases(ops: &[Op], config: &CheckConfig) -> CheckResult {
+    let mut all: BTreeMap<u64, LeaseOps> = BTreeMap::new();
+    for op in ops {
+        let Some(id) = lease_of(op) else { continue };
+        let e = all.entry(id).or_default();
+        let not_found = op.outcome == Kind::Fail && op.error.as_deref() == Some("lease_not_found");
+        match op.f.as_str() {
+            "lease-grant" if op.is_ok() => {
+                e.grant = Some(op);
+                e.ttl_ms = op.arg_u64("ttl_ms").unwrap_or_default();
+            }
+            "keepalive" => {
+                if not_found {
+                    e.gone.push(op);
+                } else {
+                    e.keepalives.push(op);
+                }
+            }
+            "lease-get" if op.is_ok() => e.alive.push(op),
+            "lease-revoke" | "try-revoke" => {
+                e.revoked_at = Some(e.revoked_at.map_or(op.call, |t| t.min(op.call)));
+            }
+            _ if not_found => e.gone.push(op),
+            _ => {}
+        }
+    }
+    let mut anomalies = Vec::new();
+    let (mut early_checked, mut late_checked) = (0, 0);
+    for (id, l) in &all {
+        let Some(grant) = l.grant else { continue };
+        let ttl = l.ttl_ms * 1_000_000;
+        for g in &l.gone {
+            let Some(seen) = g.ret else { continue };
+            if l.revoked_at.is_some_and(|r| r < seen) {
+                continue;
+            }
+            early_checked += 1;
+            // The deadline was reset no earlier than the last acknowledged renewal's call.
+            let last = l
+                .keepalives
+                .iter()
+                .filter(|k| k.is_ok() && k.call < seen)
+                .map(|k| k.call)
+                .chain([grant.call])
+                .max()
+                .unwrap_or(grant.call);
+            if seen < last + ttl {
+                anomalies.push(Anomaly::new(
+                    "lease-expired-early",
+                    &[grant, g],
+                    format!(
+                        "lease {id} (ttl {} ms) was gone {:.0} ms after its last acknowledged renewal",
+                        l.ttl_ms,
+                        (seen - last) as f64 / 1e6
+                    ),
+                ));
+            }
+        }
+        // Late expiry: only where keepalives stopped on purpose and none is unknown.
+        let on_purpose = l.alive.iter().any(|o| o.f == "lease-get");
+        if !on_purpose || l.keepalives.iter().any(|k| k.outcome == Kind::Info) {
+            continue;
+        }
+        let stopped = l
+            .keepalives
+            .iter()
+            .filter_map(|k| k.completed_at)
+            .chain(grant.completed_at)
+            .max()
+            .unwrap_or(grant.call);
+        let bound = stopped + ttl + config.lease_slack_ms * 1_000_000;
+        late_checked += 1;
+        if let Some(late) = l.alive.iter().find(|a| a.call > bound) {
+            anomalies.push(Anomaly::new(
+                "lease-expired-late",
+                &[grant, late],
+                format!(
+                    "lease {id} (ttl {} ms) still alive {:.0} ms after its last keepalive (bound {} ms)",
+                    l.ttl_ms,
+                    (late.call - stopped) as f64 / 1e6,
+                    l.ttl_ms + config.lease_slack_ms
+                ),
+            ));
+        }
+    }
+    CheckResult::from(
+        "leases",
+        "5.6 a lease ends no earlier than TTL after its last acknowledged keepalive, and within the bound",
+        anomalies,
+        early_checked + late_checked > 0,
+        json!({"leases": all.len(), "gone_observations": early_checked, "expiries_timed": late_checked}),
+    )
+}
