@@ -247,7 +247,9 @@ impl Deadlines {
 
     /// An expiry proposal failed (e.g. leadership lost mid-way): try again at `at`.
     pub(crate) fn retry_lease(&mut self, lease: LeaseId, at: Instant) {
-        if let Some(ttl_ms) = self.expiring.remove(&lease) {
+        // It stays marked expiring: its deadline has passed and the failed proposal may
+        // still commit, so no keepalive may be acknowledged for it any more.
+        if let Some(ttl_ms) = self.expiring.get(&lease).copied() {
             self.set_lease(lease, at, ttl_ms);
         }
     }
@@ -449,7 +451,7 @@ pub(crate) async fn run(
                 Err(broadcast::error::RecvError::Closed) => break,
             },
             request = requests.recv() => match request {
-                Some(r) => answer(&mut deadlines, armed_now(&node, armed_term), r),
+                Some(r) => answer(&node, &mut deadlines, armed_now(&node, armed_term), r),
                 None => break,
             },
             () = tokio::time::sleep_until(wake) => if leader {
@@ -492,7 +494,7 @@ fn resync(node: &Node, deadlines: &mut Deadlines, election_ms: u64) {
     *deadlines = fresh;
 }
 
-fn answer(deadlines: &mut Deadlines, leader: bool, request: ClockRequest) {
+fn answer(node: &Node, deadlines: &mut Deadlines, leader: bool, request: ClockRequest) {
     let now = Instant::now();
     match request {
         ClockRequest::Keepalive {
@@ -500,10 +502,17 @@ fn answer(deadlines: &mut Deadlines, leader: bool, request: ClockRequest) {
             ttl_ms,
             reply,
         } => {
-            let answer = if leader {
-                deadlines.keepalive(lease, ttl_ms, now)
-            } else {
+            // The caller saw the lease in the state before sending; an expiry this clock
+            // proposed may have been applied since (found by the Jepsen harness: the
+            // keepalive was acknowledged for a lease that had just ended). Only this task
+            // proposes expiries and it is here now, so the state read here is final.
+            let exists = node.sm().query(|sm| sm.lease_clock_entry(lease).is_some());
+            let answer = if !leader {
                 KeepaliveAnswer::NotLeader
+            } else if !exists {
+                KeepaliveAnswer::Gone
+            } else {
+                deadlines.keepalive(lease, ttl_ms, now)
             };
             let _ = reply.send(answer);
         }
@@ -665,9 +674,16 @@ mod tests {
             d.keepalive(lease, 1_000, Instant::now()),
             KeepaliveAnswer::Gone
         );
-        // ...unless the proposal failed and the clock retries it.
+        // A failed proposal is retried, and the lease stays past its deadline: the
+        // failed proposal may still commit, so keepalives are still refused.
         d.retry_lease(lease, Instant::now() + ms(50));
         assert_eq!(d.next(), Some(Instant::now() + ms(50)));
+        assert_eq!(
+            d.keepalive(lease, 1_000, Instant::now()),
+            KeepaliveAnswer::Gone
+        );
+        tokio::time::advance(ms(50)).await;
+        assert_eq!(d.take_due(Instant::now()), vec![Due::Lease(lease)]);
     }
 
     #[tokio::test(start_paused = true)]
