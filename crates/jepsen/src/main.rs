@@ -180,6 +180,7 @@ fn main() -> ExitCode {
         canary: t.unsafe_canary,
         check: CheckConfig {
             budget_s: t.budget_s,
+            nodes: usize::from(t.nodes),
             ..CheckConfig::default()
         },
     };

@@ -98,6 +98,7 @@ impl Nemesis {
         if self.faults.is_empty() {
             return;
         }
+        let mut deck: Vec<Fault> = Vec::new();
         loop {
             let wait = self
                 .rng
@@ -107,7 +108,12 @@ impl Nemesis {
             if Instant::now() + hold >= until {
                 break;
             }
-            let Some(fault) = self.faults.choose(&mut self.rng).copied() else {
+            // A shuffled deck: every kind comes once before any comes twice.
+            if deck.is_empty() {
+                deck = self.faults.clone();
+                rand::seq::SliceRandom::shuffle(deck.as_mut_slice(), &mut self.rng);
+            }
+            let Some(fault) = deck.pop() else {
                 break;
             };
             let f = fault.name();
@@ -252,8 +258,8 @@ impl Nemesis {
             }
             2 => ("flaky", grudge),
             3 => {
-                // Majorities ring: each node sees only its two neighbours on each side... of
-                // a 5-ring it sees itself and its two nearest, a majority, none the same.
+                // Majorities ring: on a ring of 5 each node hears only its two neighbours,
+                // so each sees a majority (itself and them) and no two see the same one.
                 for (i, s) in slots.iter().enumerate() {
                     let keep = [(i + 1) % n, (i + n - 1) % n];
                     let drop: Vec<usize> = (0..n)

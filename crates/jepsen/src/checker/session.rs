@@ -2,9 +2,12 @@
 //! gone within TTL + checkpoint interval + election timeout after keepalives stop.
 
 use super::{Anomaly, CheckConfig, CheckResult};
-use crate::history::{Kind, Op};
+use crate::history::{Kind, Op, fault_windows};
 use serde_json::json;
 use std::collections::BTreeMap;
+
+/// Time a restarted cluster may take to elect a leader, added per whole-cluster outage.
+const RESTART_ALLOWANCE_NS: u64 = 3_000_000_000;
 
 /// Everything the history says about one lease.
 #[derive(Default)]
@@ -52,6 +55,17 @@ pub fn leases(ops: &[Op], config: &CheckConfig) -> CheckResult {
             _ => {}
         }
     }
+    // While no majority runs, no clock measures a lease: the bound counts only time a
+    // leader could exist, so whole-cluster outages (plus the election after them) are
+    // added to it.
+    let outages: Vec<(u64, u64)> = fault_windows(ops)
+        .into_iter()
+        .filter(|w| {
+            let killed = w.detail["nodes"].as_array().map_or(0, Vec::len);
+            (w.kind == "kill" || w.kind == "kill-all") && killed * 2 > config.nodes
+        })
+        .map(|w| (w.start, w.end))
+        .collect();
     let mut anomalies = Vec::new();
     let (mut early_checked, mut late_checked) = (0, 0);
     for (id, l) in &all {
@@ -96,9 +110,16 @@ pub fn leases(ops: &[Op], config: &CheckConfig) -> CheckResult {
             .chain(grant.completed_at)
             .max()
             .unwrap_or(grant.call);
-        let bound = stopped + ttl + config.lease_slack_ms * 1_000_000;
         late_checked += 1;
-        if let Some(late) = l.alive.iter().find(|a| a.call > bound) {
+        let late = l.alive.iter().find(|a| {
+            let outage = outages
+                .iter()
+                .filter(|(s, e)| *e > stopped && *s < a.call)
+                .map(|(s, e)| e.min(&a.call) - s.max(&stopped) + RESTART_ALLOWANCE_NS)
+                .sum::<u64>();
+            a.call > stopped + ttl + config.lease_slack_ms * 1_000_000 + outage
+        });
+        if let Some(late) = late {
             anomalies.push(Anomaly::new(
                 "lease-expired-late",
                 &[grant, late],
