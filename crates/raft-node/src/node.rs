@@ -307,7 +307,11 @@ impl Node {
             .send(reply)
             .await
             .map_err(|_| NodeError::Stopped)?;
-        answer.await.map_err(|_| NodeError::Stopped)?
+        let index = answer.await.map_err(|_| NodeError::Stopped)??;
+        // The index may be past what this leader has applied (see `reader::read_index`).
+        let timeout = Duration::from_millis(self.inner.config.propose_timeout_ms);
+        self.wait_applied(index, timeout).await?;
+        Ok(index)
     }
 
     /// Runs `f` on the state after a linearizable read index.

@@ -175,8 +175,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
-        // No flush of its own: the next log flush covers it, and a stale value only makes
-        // the restart re-apply less, never more (entries are re-committed by the leader).
+        // No flush of its own: the next log flush covers it. A stale value after a crash
+        // only delays applying on restart; reads do not trust it (a leader restored in its
+        // old term takes its last log index as the read index, `worker::reader`).
         let bytes = codec::encode(&committed).map_err(|e| StorageIOError::write(&e))?;
         self.tree
             .insert(COMMITTED_KEY, bytes)
