@@ -176,10 +176,8 @@ impl Http {
             .to_owned();
         match status {
             200..=299 => Reply::Ok(body),
-            // Refused before proposing: no leader, or unavailable.
-            503 if code == "no_leader" || code == "unavailable" => {
-                Reply::Fail { status, code, body }
-            }
+            // Refused before proposing. (`unavailable` may follow a proposal: unknown.)
+            503 if code == "no_leader" => Reply::Fail { status, code, body },
             400..=499 => Reply::Fail { status, code, body },
             _ => Reply::Info(if code.is_empty() {
                 format!("status {status}")

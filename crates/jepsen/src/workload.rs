@@ -190,6 +190,51 @@ impl Worker {
         reply
     }
 
+    /// A release (or resign): retried, each try its own operation, while the answer
+    /// proves nothing happened (no connection, no leader). A release that never got
+    /// through would leave the lock held, and the next acquire would be re-entrant.
+    #[allow(clippy::too_many_arguments)]
+    async fn release(
+        &mut self,
+        f: &str,
+        key: Option<&str>,
+        args: Value,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        timeout: Duration,
+        result: impl Fn(&Value) -> Value + Copy,
+    ) -> Reply {
+        let mut reply = Reply::Info("not sent".into());
+        for _ in 0..5 {
+            reply = self
+                .op(
+                    f,
+                    key,
+                    args.clone(),
+                    method.clone(),
+                    path,
+                    body.clone(),
+                    timeout,
+                    result,
+                )
+                .await;
+            match &reply {
+                Reply::Fail { code, .. } if code == "connect" || code == "no_leader" => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                _ => break,
+            }
+        }
+        // Still refused: treat it as unknown, so the caller ends the lease.
+        match reply {
+            Reply::Fail { code, .. } if code == "connect" || code == "no_leader" => {
+                Reply::Info(code)
+            }
+            other => other,
+        }
+    }
+
     /// Records a harness-local operation (fenced store access) that is atomic.
     fn local(&mut self, f: &str, key: &str, args: Value, outcome: Result<Value, String>) {
         let rec = &self.ctx.rec;
@@ -494,7 +539,7 @@ pub async fn lock(mut w: Worker) {
             Ok(json!({"seq": seq})),
         );
         let reply = w
-            .op(
+            .release(
                 "release",
                 Some(name),
                 json!({"lease": lease_id, "owner": owner, "fence": fence}),
@@ -558,7 +603,7 @@ pub async fn trylock(mut w: Worker) {
         };
         tokio::time::sleep(Duration::from_millis(w.rng.random_range(0..30))).await;
         let reply = w
-            .op(
+            .release(
                 "try-release",
                 Some(&name),
                 json!({"lease": lease_id, "owner": owner, "fence": fence}),
@@ -650,7 +695,7 @@ pub async fn semaphore(mut w: Worker) {
         };
         tokio::time::sleep(Duration::from_millis(w.rng.random_range(0..200))).await;
         let reply = w
-            .op(
+            .release(
                 "sem-release",
                 Some(name),
                 json!({"lease": lease_id, "owner": owner, "fence": fence}),
@@ -728,7 +773,7 @@ pub async fn election(mut w: Worker, observer: bool) {
         };
         tokio::time::sleep(Duration::from_millis(w.rng.random_range(0..200))).await;
         let reply = w
-            .op(
+            .release(
                 "resign",
                 Some(ELECTION),
                 json!({"lease": lease_id, "fence": fence}),

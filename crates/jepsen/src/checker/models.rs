@@ -365,8 +365,8 @@ pub enum MutexOut {
     NotHolder,
 }
 
-/// State: the owner, and the highest fence granted so far.
-pub type MutexState = (Option<String>, u64);
+/// State: the owner with its hold count, and the highest fence granted so far.
+pub type MutexState = (Option<(String, u32)>, u64);
 
 impl Model for FencedOwnerMutex {
     type State = MutexState;
@@ -384,22 +384,34 @@ impl Model for FencedOwnerMutex {
         output: Option<&MutexOut>,
     ) -> Option<MutexState> {
         let (owner, last) = state;
-        let mine = |me: &String| owner.as_ref() == Some(me);
+        let mine = |me: &String| owner.as_ref().is_some_and(|(o, _)| o == me);
+        let count = owner.as_ref().map_or(0, |(_, c)| *c);
+        // One hold fewer (re-entrant holds take as many releases).
+        let released = |me: &String| (count > 1).then(|| (me.clone(), count - 1));
         match (input, output) {
+            // A re-entrant acquire keeps its fence.
+            (MutexIn::Acquire(me), Some(MutexOut::Granted(f))) if mine(me) => {
+                (f == last).then(|| (Some((me.clone(), count + 1)), *last))
+            }
             (MutexIn::Acquire(me), Some(MutexOut::Granted(f))) => {
-                (owner.is_none() && f > last).then(|| (Some(me.clone()), *f))
+                (owner.is_none() && f > last).then(|| (Some((me.clone(), 1)), *f))
             }
             (MutexIn::Acquire(me), Some(MutexOut::Held)) => {
                 (owner.is_some() && !mine(me)).then(|| state.clone())
             }
-            (MutexIn::Acquire(me), None) => Some(if owner.is_none() {
-                (Some(me.clone()), *last)
+            (MutexIn::Acquire(me), None) => Some(if owner.is_none() || mine(me) {
+                (Some((me.clone(), count + 1)), *last)
             } else {
                 state.clone()
             }),
-            (MutexIn::Release(me), Some(MutexOut::Done)) => mine(me).then_some((None, *last)),
+            (MutexIn::Release(me), Some(MutexOut::Done)) => mine(me).then(|| (released(me), *last)),
             (MutexIn::Release(me), Some(MutexOut::NotHolder)) => (!mine(me)).then(|| state.clone()),
-            (MutexIn::Release(me) | MutexIn::Revoke(me), _) => Some(if mine(me) {
+            (MutexIn::Release(me), _) => Some(if mine(me) {
+                (released(me), *last)
+            } else {
+                state.clone()
+            }),
+            (MutexIn::Revoke(me), _) => Some(if mine(me) {
                 (None, *last)
             } else {
                 state.clone()

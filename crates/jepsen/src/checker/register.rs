@@ -168,20 +168,41 @@ fn unique_revision(op: &Op) -> Option<u64> {
 /// ordered in real time, header revisions never going back, no phantom or stale reads.
 pub fn revisions(ops: &[Op]) -> CheckResult {
     let mut anomalies = Vec::new();
+    // A re-entrant acquire (same object, lease and owner) answers with the fence it
+    // already holds: it is not a new grant.
+    let mut holds = std::collections::HashSet::new();
     let mutations: Vec<&Op> = ops
         .iter()
         .filter(|o| unique_revision(o).is_some())
+        .filter(|o| {
+            o.result_u64("fence").is_none()
+                || holds.insert((
+                    o.key.clone(),
+                    o.result_u64("fence"),
+                    o.arg_u64("lease"),
+                    o.arg_str("owner").map(str::to_owned),
+                ))
+        })
         .collect();
-    let mut seen: HashMap<u64, &Op> = HashMap::new();
+    // One revision is one command: it makes one write, or grants. A command that frees
+    // several locks at once (a lease end) grants each in that revision, so two grants may
+    // share a fence if they are of different objects (`docs/decisions.md` #46).
+    let mut seen: HashMap<u64, Vec<&Op>> = HashMap::new();
     for op in &mutations {
         let r = unique_revision(op).unwrap_or_default();
-        if let Some(other) = seen.insert(r, op) {
+        let same = seen.entry(r).or_default();
+        let is_grant = |o: &Op| o.result_u64("fence").is_some();
+        if let Some(other) = same
+            .iter()
+            .find(|o| !(is_grant(o) && is_grant(op) && o.key != op.key))
+        {
             anomalies.push(Anomaly::new(
                 "duplicate-revision",
                 &[other, op],
                 format!("{} and {} both got revision {r}", other.f, op.f),
             ));
         }
+        same.push(op);
     }
     realtime_pairs(
         &mutations,
@@ -231,7 +252,7 @@ pub fn revisions(ops: &[Op]) -> CheckResult {
     let mut writes: HashMap<&str, Vec<&Op>> = HashMap::new();
     for op in ops
         .iter()
-        .filter(|o| matches!(o.f.as_str(), "write" | "cas"))
+        .filter(|o| matches!(o.f.as_str(), "write" | "cas") && o.outcome != Kind::Fail)
     {
         if let Some(k) = &op.key {
             writes.entry(k).or_default().push(op);

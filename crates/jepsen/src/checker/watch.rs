@@ -29,10 +29,9 @@ pub fn watches(ops: &[Op], truth: &Truth) -> CheckResult {
     let by_rev: HashMap<u64, &Value> = log.iter().filter_map(|e| Some((rev(e)?, e))).collect();
     // The log's events must come from writes clients made.
     let mut written: HashMap<(&str, &str), &Op> = HashMap::new();
-    for op in ops
-        .iter()
-        .filter(|o| matches!(o.f.as_str(), "write" | "cas"))
-    {
+    for op in ops.iter().filter(|o| {
+        matches!(o.f.as_str(), "write" | "cas") && o.outcome != crate::history::Kind::Fail
+    }) {
         if let (Some(k), Some(v)) = (&op.key, op.arg_str("value")) {
             written.insert((k, v), op);
         }
@@ -96,21 +95,24 @@ pub fn watches(ops: &[Op], truth: &Truth) -> CheckResult {
                 )),
             }
         }
-        let Some(end) = events.last().and_then(|e| rev(e)) else {
+        let mut got: Vec<u64> = events.iter().filter_map(|e| rev(e)).collect();
+        got.sort_unstable();
+        got.dedup();
+        let Some(end) = got.last().copied() else {
             continue;
         };
         // Exactly the logged events in [start, end].
         let lo = log_revs.partition_point(|r| *r < start);
         let hi = log_revs.partition_point(|r| *r <= end);
         let expected = &log_revs[lo..hi];
-        let got: Vec<u64> = events.iter().filter_map(|e| rev(e)).collect();
-        if got.first() != expected.first() {
+        let first = events.first().and_then(|e| rev(e));
+        if first.as_ref() != expected.first() {
             anomalies.push(Anomaly::new(
                 "resume",
                 &[op],
                 format!(
                     "opened at {start}: first event {:?}, the log's first is {:?}",
-                    got.first(),
+                    first,
                     expected.first()
                 ),
             ));

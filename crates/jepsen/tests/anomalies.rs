@@ -1,0 +1,945 @@
+//! Every checker rejects a hand-written history that shows its anomaly, and passes the
+//! mirror history that differs from it only where the anomaly is. Each test tells one
+//! short story with the builder [`H`]; the last one splices stale values, read by read,
+//! into a valid register history and expects every splice to be caught.
+//!
+//! A mirror is asserted "not invalid and no anomaly", and valid only where the checker has
+//! enough data: most checkers answer unknown below a minimum number of operations, and
+//! these histories are small on purpose.
+
+use jepsen::checker::{
+    Anomaly, CheckConfig, CheckResult, Truth, Validity, lock, register, session, watch,
+};
+use jepsen::fenced::STALE;
+use jepsen::history::{Event, HistoryError, Kind, Op, Process, pair};
+use jepsen::workload::SEMAPHORE;
+use serde_json::{Value, json};
+
+/// One millisecond in the history's unit (ns).
+const MS: u64 = 1_000_000;
+/// The register key most stories use.
+const KEY: &str = "r/0-0";
+/// The lock the lock stories use.
+const LOCK: &str = "lock-0";
+/// The TTL of the lock stories' leases.
+const TTL_MS: u64 = 3_000;
+
+// ---------------------------------------------------------------- the builder
+
+/// A history under construction. Every event gets the next index and happens 1 ms after
+/// the one before, so "completed before it was invoked" is plain event order; `wait_ms`
+/// lets time pass.
+#[derive(Default)]
+struct H {
+    events: Vec<Event>,
+    /// The time of the last event (ns).
+    t: u64,
+}
+
+impl H {
+    fn record(
+        &mut self,
+        kind: Kind,
+        process: Process,
+        f: &str,
+        key: Option<&str>,
+        value: Value,
+        error: Option<&str>,
+    ) -> u64 {
+        self.t += MS;
+        let i = self.events.len() as u64;
+        self.events.push(Event {
+            i,
+            kind,
+            process,
+            f: f.to_owned(),
+            key: key.map(str::to_owned),
+            value,
+            node: Some("n1".to_owned()),
+            error: error.map(str::to_owned),
+            time: self.t,
+        });
+        i
+    }
+
+    /// Client `p` invokes `f`; returns the event's index, which is the op's `index`.
+    fn invoke(&mut self, p: u64, f: &str, key: &str, args: Value) -> u64 {
+        self.record(Kind::Invoke, Process::Client(p), f, Some(key), args, None)
+    }
+
+    fn ok(&mut self, p: u64, f: &str, key: &str, result: Value) -> u64 {
+        self.record(Kind::Ok, Process::Client(p), f, Some(key), result, None)
+    }
+
+    fn fail(&mut self, p: u64, f: &str, key: &str, error: &str) -> u64 {
+        let c = Process::Client(p);
+        self.record(Kind::Fail, c, f, Some(key), Value::Null, Some(error))
+    }
+
+    fn info(&mut self, p: u64, f: &str, key: &str, error: &str) -> u64 {
+        let c = Process::Client(p);
+        self.record(Kind::Info, c, f, Some(key), Value::Null, Some(error))
+    }
+
+    /// An operation that completes ok 1 ms after its invocation; returns the invoke index.
+    fn call(&mut self, p: u64, f: &str, key: &str, args: Value, result: Value) -> u64 {
+        let i = self.invoke(p, f, key, args);
+        self.ok(p, f, key, result);
+        i
+    }
+
+    /// An operation refused with `error`; returns the invoke index.
+    fn refused(&mut self, p: u64, f: &str, key: &str, args: Value, error: &str) -> u64 {
+        let i = self.invoke(p, f, key, args);
+        self.fail(p, f, key, error);
+        i
+    }
+
+    /// A nemesis action that completes ok.
+    fn nemesis(&mut self, f: &str) {
+        let (n, nodes) = (Process::Nemesis, json!({"nodes": ["n1", "n2", "n3"]}));
+        self.record(Kind::Invoke, n, f, None, Value::Null, None);
+        self.record(Kind::Ok, n, f, None, nodes, None);
+    }
+
+    fn wait_ms(&mut self, ms: u64) {
+        self.t += ms * MS;
+    }
+
+    /// The time of event `i` (ns).
+    fn time(&self, i: u64) -> u64 {
+        self.events[i as usize].time
+    }
+
+    fn ops(&self) -> Vec<Op> {
+        pair(&self.events).expect("the builder makes well-formed histories")
+    }
+
+    // Register operations, shaped as the register workload records them.
+
+    fn write(&mut self, p: u64, key: &str, value: &str, rev: u64) -> u64 {
+        self.call(
+            p,
+            "write",
+            key,
+            json!({"value": value}),
+            json!({"rev": rev}),
+        )
+    }
+
+    /// A read of `value` last changed at `mod_rev`, served at header revision `rev`.
+    fn read(&mut self, p: u64, key: &str, value: &str, mod_rev: u64, rev: u64) -> u64 {
+        let result = json!({"value": value, "mod_rev": mod_rev, "rev": rev});
+        self.call(p, "read", key, Value::Null, result)
+    }
+
+    fn cas_args(value: &str, prev_rev: u64) -> Value {
+        json!({"value": value, "prev_rev": prev_rev})
+    }
+
+    // Lease and lock operations, shaped as the lock workload records them. Client `p`
+    // uses lease `p` and owner `p{p}`; a lease's keeper is process 1 000 000 + lease.
+
+    fn grant_lease(&mut self, p: u64, ttl_ms: u64, rev: u64) -> u64 {
+        let result = json!({"lease": p, "rev": rev});
+        self.call(
+            p,
+            "lease-grant",
+            &p.to_string(),
+            json!({"ttl_ms": ttl_ms}),
+            result,
+        )
+    }
+
+    fn keepalive(&mut self, lease: u64, ttl_ms: u64) -> u64 {
+        let args = json!({"lease": lease, "ttl_ms": ttl_ms});
+        self.call(
+            1_000_000 + lease,
+            "keepalive",
+            &lease.to_string(),
+            args,
+            json!({}),
+        )
+    }
+
+    fn acquire_args(p: u64) -> Value {
+        json!({"lease": p, "owner": format!("p{p}"), "wait_ms": 2_000, "ttl_ms": TTL_MS})
+    }
+
+    fn acquire(&mut self, p: u64, fence: u64) -> u64 {
+        let result = json!({"fence": fence, "rev": fence});
+        self.call(p, "acquire", LOCK, H::acquire_args(p), result)
+    }
+
+    fn release(&mut self, p: u64, fence: u64, rev: u64) -> u64 {
+        let args = json!({"lease": p, "owner": format!("p{p}"), "fence": fence});
+        self.call(p, "release", LOCK, args, json!({"rev": rev}))
+    }
+
+    fn store_read(&mut self, p: u64, fence: u64, value: u64, seq: u64) -> u64 {
+        let result = json!({"value": value, "seq": seq});
+        self.call(p, "store-read", LOCK, json!({"fence": fence}), result)
+    }
+
+    fn store_write_args(fence: u64, value: u64) -> Value {
+        json!({"fence": fence, "value": value})
+    }
+}
+
+// ---------------------------------------------------------------- verdicts and logs
+
+/// The checker's verdict is invalid and it reports an anomaly of `kind`; returns the
+/// invoke indices of the operations the first such anomaly names.
+fn flagged(r: &CheckResult, kind: &str) -> Vec<u64> {
+    assert_eq!(r.valid, Validity::Invalid, "expected {kind}: {r:#?}");
+    let found: Option<&Anomaly> = r.anomalies.iter().find(|a| a.kind == kind);
+    found
+        .unwrap_or_else(|| panic!("expected an anomaly {kind}: {r:#?}"))
+        .ops
+        .clone()
+}
+
+/// The checker finds nothing wrong (its verdict may be unknown: the history is small).
+fn passes(r: &CheckResult) {
+    assert_ne!(r.valid, Validity::Invalid, "{r:#?}");
+    assert!(r.anomalies.is_empty(), "{r:#?}");
+}
+
+fn truth(filter: &str, events: Vec<Value>) -> Truth {
+    let mut t = Truth::default();
+    t.events.insert(filter.to_owned(), events);
+    t
+}
+
+/// A put of the server's log.
+fn put_logged(revision: u64, key: &str, value: &str) -> Value {
+    json!({
+        "type": "key_put", "key": key, "value": value, "revision": revision,
+        "mod_revision": revision,
+    })
+}
+
+/// A lock or semaphore event of the server's log (`resource` is `lock` or `semaphore`).
+/// Client `who` holds lease `who` and is owner `p{who}`; a grant's fence is its revision.
+fn logged(resource: &str, what: &str, revision: u64, who: u64) -> Value {
+    json!({
+        "type": format!("{resource}_{what}"), "lease_id": who, "owner": format!("p{who}"),
+        "revision": revision,
+    })
+}
+
+fn queued(resource: &str, revision: u64, who: u64) -> Value {
+    logged(resource, "queued", revision, who)
+}
+
+fn granted(resource: &str, revision: u64, who: u64, enqueued: Option<u64>) -> Value {
+    let mut e = logged(resource, "granted", revision, who);
+    e["fence"] = json!(revision);
+    e["enqueued_revision"] = json!(enqueued);
+    e
+}
+
+fn released(resource: &str, revision: u64, who: u64, fence: u64) -> Value {
+    let mut e = logged(resource, "released", revision, who);
+    e["fence"] = json!(fence);
+    e
+}
+
+/// The clients saw exactly the grants of `log`: one ok `f` on `key` per grant.
+fn grants_seen(log: &[Value], f: &str, key: &str) -> Vec<Op> {
+    let mut h = H::default();
+    for e in log
+        .iter()
+        .filter(|e| e["type"].as_str().is_some_and(|t| t.ends_with("_granted")))
+    {
+        let (who, fence) = (
+            e["lease_id"].as_u64().expect("a grant names its lease"),
+            e["fence"].as_u64().expect("a grant has a fence"),
+        );
+        let result = json!({"fence": fence, "rev": fence});
+        h.call(who, f, key, H::acquire_args(who), result);
+    }
+    h.ops()
+}
+
+// ---------------------------------------------------------------- registers
+
+#[test]
+fn stale_read_after_a_completed_write_is_rejected() {
+    let story = |value: &str, mod_rev: u64| {
+        let mut h = H::default();
+        h.write(1, KEY, "1-1", 3);
+        let w = h.write(2, KEY, "2-1", 5);
+        // Invoked after the write at revision 5 completed; the header is current.
+        let r = h.read(3, KEY, value, mod_rev, 5);
+        (h.ops(), w, r)
+    };
+    let (ops, w, r) = story("1-1", 3);
+    let a = flagged(&register::revisions(&ops), "stale-read");
+    assert_eq!(a, [w, r]);
+    flagged(
+        &register::linearizable(&ops, &CheckConfig::default()),
+        "not-linearizable",
+    );
+
+    let (ops, _, _) = story("2-1", 5);
+    passes(&register::revisions(&ops));
+    passes(&register::linearizable(&ops, &CheckConfig::default()));
+}
+
+#[test]
+fn acknowledged_write_lost_to_a_later_read_is_not_linearizable() {
+    // The same read of the first write, either overlapping the second write (it may
+    // linearize before it) or invoked after the second write was acknowledged (it may not).
+    let story = |read_after_ack: bool| {
+        let mut h = H::default();
+        h.write(1, KEY, "1-1", 3);
+        h.invoke(2, "write", KEY, json!({"value": "2-1"}));
+        if read_after_ack {
+            h.ok(2, "write", KEY, json!({"rev": 5}));
+        }
+        let r = h.invoke(3, "read", KEY, Value::Null);
+        h.ok(
+            3,
+            "read",
+            KEY,
+            json!({"value": "1-1", "mod_rev": 3, "rev": 3}),
+        );
+        if !read_after_ack {
+            h.ok(2, "write", KEY, json!({"rev": 5}));
+        }
+        (h.ops(), r)
+    };
+    let (ops, r) = story(true);
+    let result = register::linearizable(&ops, &CheckConfig::default());
+    assert!(flagged(&result, "not-linearizable").contains(&r));
+
+    let (ops, _) = story(false);
+    passes(&register::linearizable(&ops, &CheckConfig::default()));
+    passes(&register::revisions(&ops));
+}
+
+#[test]
+fn two_successful_cas_from_the_same_revision_are_not_linearizable() {
+    // Two overlapping CAS expect revision 1; whichever goes first, the other must fail.
+    let story = |second: Result<u64, &str>| {
+        let mut h = H::default();
+        h.write(1, KEY, "1-1", 1);
+        h.invoke(2, "cas", KEY, H::cas_args("2-1", 1));
+        h.invoke(3, "cas", KEY, H::cas_args("3-1", 1));
+        h.ok(2, "cas", KEY, json!({"rev": 2}));
+        match second {
+            Ok(rev) => h.ok(3, "cas", KEY, json!({"rev": rev})),
+            Err(code) => h.fail(3, "cas", KEY, code),
+        };
+        h.ops()
+    };
+    let ops = story(Ok(3));
+    flagged(
+        &register::linearizable(&ops, &CheckConfig::default()),
+        "not-linearizable",
+    );
+
+    let ops = story(Err("cas_failed"));
+    passes(&register::linearizable(&ops, &CheckConfig::default()));
+    passes(&register::revisions(&ops));
+}
+
+#[test]
+fn read_of_a_value_nobody_wrote_is_a_phantom() {
+    let story = |value: &str| {
+        let mut h = H::default();
+        h.write(1, KEY, "1-1", 3);
+        let r = h.read(2, KEY, value, 3, 3);
+        (h.ops(), r)
+    };
+    let (ops, r) = story("9-9");
+    assert_eq!(flagged(&register::revisions(&ops), "phantom-read"), [r]);
+    flagged(
+        &register::linearizable(&ops, &CheckConfig::default()),
+        "not-linearizable",
+    );
+
+    let (ops, _) = story("1-1");
+    passes(&register::revisions(&ops));
+    passes(&register::linearizable(&ops, &CheckConfig::default()));
+}
+
+#[test]
+fn read_of_a_refused_write_value_is_a_phantom() {
+    // The CAS expects the current revision; it is refused before proposing (`fail`: it
+    // definitely did not happen) or times out (`info`: it may have happened).
+    let story = |outcome: Kind| {
+        let mut h = H::default();
+        h.write(1, KEY, "1-1", 3);
+        h.invoke(2, "cas", KEY, H::cas_args("2-1", 3));
+        match outcome {
+            Kind::Fail => h.fail(2, "cas", KEY, "no_leader"),
+            _ => h.info(2, "cas", KEY, "timeout"),
+        };
+        let r = h.read(3, KEY, "2-1", 4, 4);
+        (h.ops(), r)
+    };
+    let (ops, r) = story(Kind::Fail);
+    flagged(
+        &register::linearizable(&ops, &CheckConfig::default()),
+        "not-linearizable",
+    );
+    assert_eq!(flagged(&register::revisions(&ops), "phantom-read"), [r]);
+
+    let (ops, _) = story(Kind::Info);
+    passes(&register::linearizable(&ops, &CheckConfig::default()));
+    passes(&register::revisions(&ops));
+}
+
+#[test]
+fn unknown_write_once_seen_cannot_be_unseen() {
+    // Process 2's write times out (info): it may take effect at any time, or never.
+    let story = |first: (&str, u64), second: (&str, u64)| {
+        let mut h = H::default();
+        h.write(1, KEY, "1-1", 1);
+        h.invoke(2, "write", KEY, json!({"value": "2-1"}));
+        h.info(2, "write", KEY, "timeout");
+        h.read(3, KEY, first.0, first.1, first.1);
+        let r = h.read(1, KEY, second.0, second.1, second.1);
+        (h.ops(), r)
+    };
+    let (ops, r) = story(("2-1", 2), ("1-1", 1));
+    let result = register::linearizable(&ops, &CheckConfig::default());
+    assert!(flagged(&result, "not-linearizable").contains(&r));
+
+    // Seen twice, or never seen: both are fine.
+    for (first, second) in [(("2-1", 2), ("2-1", 2)), (("1-1", 1), ("1-1", 1))] {
+        let (ops, _) = story(first, second);
+        passes(&register::linearizable(&ops, &CheckConfig::default()));
+        passes(&register::revisions(&ops));
+    }
+}
+
+#[test]
+fn acknowledged_write_missing_after_killing_every_node_is_lost() {
+    let story = |kvs: Value| {
+        let mut h = H::default();
+        h.write(1, KEY, "1-1", 2);
+        let w = h.write(2, KEY, "2-1", 3);
+        h.write(3, "r/0-1", "3-1", 4);
+        h.nemesis("kill-all-start");
+        h.nemesis("kill-all-stop");
+        let result = json!({"kvs": kvs, "more": false, "rev": 4});
+        let f = h.call(9, "final-read", "r/", Value::Null, result);
+        let log = [(2, KEY, "1-1"), (3, KEY, "2-1"), (4, "r/0-1", "3-1")]
+            .map(|(rev, key, value)| put_logged(rev, key, value))
+            .to_vec();
+        (h.ops(), truth("prefix=r/", log), w, f)
+    };
+    let kv =
+        |key: &str, value: &str, rev: u64| json!({"key": key, "value": value, "mod_revision": rev});
+    // The key is gone, or rolled back to the write before the acknowledged one.
+    for kvs in [
+        json!([kv("r/0-1", "3-1", 4)]),
+        json!([kv(KEY, "1-1", 2), kv("r/0-1", "3-1", 4)]),
+    ] {
+        let (ops, truth, w, f) = story(kvs);
+        let a = flagged(&register::durability(&ops, &truth), "lost-write");
+        assert_eq!(a, [w, f]);
+    }
+
+    let (ops, truth, _, _) = story(json!([kv(KEY, "2-1", 3), kv("r/0-1", "3-1", 4)]));
+    let result = register::durability(&ops, &truth);
+    passes(&result);
+    assert_eq!(result.valid, Validity::Valid);
+    passes(&register::linearizable(&ops, &CheckConfig::default()));
+}
+
+// ---------------------------------------------------------------- fences
+
+#[test]
+fn two_grants_with_the_same_fence_are_a_duplicate_revision() {
+    let story = |second_fence: u64| {
+        let mut h = H::default();
+        let a = h.acquire(1, 7);
+        h.release(1, 7, 8);
+        let b = h.acquire(2, second_fence);
+        (h.ops(), a, b)
+    };
+    let (ops, a, b) = story(7);
+    let found = flagged(&register::revisions(&ops), "duplicate-revision");
+    assert_eq!(found, [a, b]);
+
+    let (ops, _, _) = story(9);
+    passes(&register::revisions(&ops));
+}
+
+#[test]
+fn fence_lower_than_one_granted_before_is_out_of_order() {
+    let story = |second_fence: u64| {
+        let mut h = H::default();
+        let a = h.acquire(1, 10);
+        let b = h.acquire(2, second_fence);
+        (h.ops(), a, b)
+    };
+    let (ops, a, b) = story(8);
+    let found = flagged(&register::revisions(&ops), "revision-order");
+    assert_eq!(found, [a, b]);
+
+    let (ops, _, _) = story(12);
+    passes(&register::revisions(&ops));
+}
+
+#[test]
+fn stale_holder_write_accepted_by_the_store_is_a_lost_update() {
+    // Holder 1 reads the store, pauses past its TTL (no keepalive), holder 2 takes the
+    // lock after the lease could have expired and increments; then holder 1 wakes and
+    // writes its stale increment with fence 3, which the store must refuse.
+    let story = |stale_write_accepted: bool| {
+        let mut h = H::default();
+        h.grant_lease(1, TTL_MS, 1);
+        h.grant_lease(2, TTL_MS, 2);
+        h.acquire(1, 3);
+        h.store_read(1, 3, 0, 1);
+        h.wait_ms(TTL_MS + 500);
+        h.acquire(2, 4);
+        h.store_read(2, 4, 0, 2);
+        let args = H::store_write_args(4, 1);
+        h.call(2, "store-write", LOCK, args, json!({"seq": 3}));
+        h.release(2, 4, 5);
+        let args = H::store_write_args(3, 1);
+        let stale = if stale_write_accepted {
+            h.call(1, "store-write", LOCK, args, json!({"seq": 4}))
+        } else {
+            h.refused(1, "store-write", LOCK, args, STALE)
+        };
+        let args = json!({"lease": 1, "owner": "p1", "fence": 3});
+        h.refused(1, "release", LOCK, args, "not_holder");
+        (h.ops(), stale)
+    };
+    let (ops, stale) = story(true);
+    assert_eq!(flagged(&lock::fencing(&ops), "lost-update"), [stale]);
+
+    let (ops, _) = story(false);
+    passes(&lock::fencing(&ops));
+    passes(&register::revisions(&ops));
+}
+
+/// How holder 1's tenure ends in the early-grant story.
+#[derive(Clone, Copy, PartialEq)]
+enum Tenure {
+    /// It never releases; holder 2 is granted within a TTL of its last keepalive.
+    Held,
+    /// It releases before holder 2 is granted.
+    Released,
+    /// It never releases, but its lease could have expired before holder 2 is granted.
+    Expired,
+}
+
+#[test]
+fn grant_while_the_last_holder_may_still_hold_is_early() {
+    let story = |tenure: Tenure| {
+        let mut h = H::default();
+        h.grant_lease(1, TTL_MS, 1);
+        h.grant_lease(2, TTL_MS, 2);
+        let a = h.acquire(1, 3);
+        h.wait_ms(1_000);
+        let keep = h.keepalive(1, TTL_MS);
+        let b = h.invoke(2, "acquire", LOCK, H::acquire_args(2));
+        match tenure {
+            Tenure::Held => {}
+            Tenure::Released => {
+                h.release(1, 3, 4);
+            }
+            Tenure::Expired => h.wait_ms(TTL_MS),
+        }
+        h.wait_ms(1_000);
+        let b_done = h.ok(2, "acquire", LOCK, json!({"fence": 5, "rev": 5}));
+        let within_ttl = h.time(b_done) < h.time(keep) + TTL_MS * MS;
+        assert_eq!(within_ttl, tenure != Tenure::Expired);
+        (h.ops(), a, b)
+    };
+    let (ops, a, b) = story(Tenure::Held);
+    let found = flagged(&lock::fencing(&ops), "early-grant");
+    assert_eq!(found, [a, b]);
+
+    for tenure in [Tenure::Released, Tenure::Expired] {
+        let (ops, _, _) = story(tenure);
+        passes(&lock::fencing(&ops));
+        passes(&register::revisions(&ops));
+    }
+}
+
+#[test]
+fn try_lock_granted_to_a_second_owner_without_a_release_is_not_linearizable() {
+    let story = |release_between: bool| {
+        let mut h = H::default();
+        let args = |p: u64| json!({"lease": p, "owner": format!("p{p}")});
+        h.call(
+            1,
+            "try-acquire",
+            "try-0",
+            args(1),
+            json!({"fence": 5, "rev": 5}),
+        );
+        if release_between {
+            let release = json!({"lease": 1, "owner": "p1", "fence": 5});
+            h.call(1, "try-release", "try-0", release, json!({"rev": 6}));
+        }
+        h.call(
+            2,
+            "try-acquire",
+            "try-0",
+            args(2),
+            json!({"fence": 7, "rev": 7}),
+        );
+        h.ops()
+    };
+    let ops = story(false);
+    flagged(
+        &lock::trylock(&ops, &CheckConfig::default()),
+        "trylock-not-linearizable",
+    );
+
+    let ops = story(true);
+    passes(&lock::trylock(&ops, &CheckConfig::default()));
+    passes(&register::revisions(&ops));
+}
+
+// ---------------------------------------------------------------- queues, semaphores, elections
+
+#[test]
+fn grant_to_a_waiter_behind_the_head_of_the_queue_breaks_fifo() {
+    // Client 1 holds; 2 then 3 queue; 1 releases and the lock passes to `next`.
+    let story = |next: u64, enqueued: u64| {
+        let log = vec![
+            granted("lock", 10, 1, None),
+            queued("lock", 11, 2),
+            queued("lock", 12, 3),
+            released("lock", 13, 1, 10),
+            granted("lock", 13, next, Some(enqueued)),
+        ];
+        (
+            grants_seen(&log, "acquire", LOCK),
+            truth("lock=lock-0", log),
+        )
+    };
+    let (ops, truth) = story(3, 12);
+    flagged(&lock::queues(&ops, &truth), "fifo");
+
+    let (ops, truth) = story(2, 11);
+    let result = lock::queues(&ops, &truth);
+    passes(&result);
+    assert_eq!(result.valid, Validity::Valid);
+}
+
+#[test]
+fn immediate_grant_while_others_wait_is_barging() {
+    // Client 1 holds; 2 queues; 1 releases and the lock goes to `enqueued` (2 from the
+    // queue) or, with `None`, straight to newcomer 3.
+    let story = |next: u64, enqueued: Option<u64>| {
+        let log = vec![
+            granted("lock", 10, 1, None),
+            queued("lock", 11, 2),
+            released("lock", 12, 1, 10),
+            granted("lock", 13, next, enqueued),
+        ];
+        (
+            grants_seen(&log, "acquire", LOCK),
+            truth("lock=lock-0", log),
+        )
+    };
+    let (ops, truth) = story(3, None);
+    flagged(&lock::queues(&ops, &truth), "barging");
+
+    let (ops, truth) = story(2, Some(11));
+    let result = lock::queues(&ops, &truth);
+    passes(&result);
+    assert_eq!(result.valid, Validity::Valid);
+}
+
+#[test]
+fn semaphore_with_more_holders_than_permits_is_over_limit() {
+    let (name, limit) = SEMAPHORE;
+    let filter = format!("semaphore={name}");
+    // `limit` holders, then one more, with or without one of them releasing first.
+    let story = |release_first: bool| {
+        let mut log: Vec<Value> = (1..=u64::from(limit))
+            .map(|who| granted("semaphore", 10 + who, who, None))
+            .collect();
+        let mut rev = 20;
+        if release_first {
+            log.push(released("semaphore", rev, 1, 11));
+            rev += 1;
+        }
+        log.push(granted("semaphore", rev, 9, None));
+        (grants_seen(&log, "sem-acquire", name), truth(&filter, log))
+    };
+    let (ops, truth) = story(false);
+    flagged(&lock::semaphore(&ops, &truth), "over-limit");
+
+    let (ops, truth) = story(true);
+    let result = lock::semaphore(&ops, &truth);
+    passes(&result);
+    assert_eq!(result.valid, Validity::Valid);
+}
+
+#[test]
+fn one_fence_naming_two_leases_is_two_leaders() {
+    let story = |observed_lease: u64| {
+        let mut h = H::default();
+        let args = json!({"lease": 5, "value": "p5-1"});
+        let c = h.call(
+            5,
+            "campaign",
+            "elect-0",
+            args,
+            json!({"fence": 20, "rev": 20}),
+        );
+        let seen = json!({"lease": observed_lease, "fence": 20, "value": "p5-1", "rev": 20});
+        let o = h.call(2, "observe", "elect-0", Value::Null, seen);
+        (h.ops(), c, o)
+    };
+    let (ops, c, o) = story(6);
+    assert_eq!(flagged(&lock::election(&ops), "two-leaders"), [c, o]);
+
+    let (ops, _, _) = story(5);
+    passes(&lock::election(&ops));
+}
+
+// ---------------------------------------------------------------- leases
+
+#[test]
+fn lease_gone_before_its_ttl_after_a_keepalive_expired_early() {
+    let story = |gone_after_ms: u64| {
+        let mut h = H::default();
+        let grant = h.grant_lease(7, TTL_MS, 1);
+        h.wait_ms(1_000);
+        let keep = h.keepalive(7, TTL_MS);
+        h.wait_ms(gone_after_ms);
+        let args = json!({"lease": 7, "ttl_ms": TTL_MS});
+        let gone = h.refused(1_000_007, "keepalive", "7", args, "lease_not_found");
+        let early = h.time(gone + 1) < h.time(keep) + TTL_MS * MS;
+        assert_eq!(early, gone_after_ms < TTL_MS);
+        (h.ops(), grant, gone)
+    };
+    let (ops, grant, gone) = story(1_000);
+    let config = CheckConfig::default();
+    let found = flagged(&session::leases(&ops, &config), "lease-expired-early");
+    assert_eq!(found, [grant, gone]);
+
+    let (ops, _, _) = story(TTL_MS + 500);
+    let result = session::leases(&ops, &config);
+    passes(&result);
+    assert_eq!(result.valid, Validity::Valid);
+}
+
+#[test]
+fn lease_alive_long_after_its_keepalives_stopped_expired_late() {
+    const TTL: u64 = 2_000;
+    let config = CheckConfig::default();
+    let bound_ms = TTL + config.lease_slack_ms;
+    // Keepalives stop; the lease is looked up `alive_at_ms` later, then found gone a TTL
+    // after that.
+    let story = |alive_at_ms: u64| {
+        let mut h = H::default();
+        let grant = h.grant_lease(8, TTL, 1);
+        h.keepalive(8, TTL);
+        h.wait_ms(alive_at_ms);
+        let get = h.call(
+            8,
+            "lease-get",
+            "8",
+            json!({"lease": 8}),
+            json!({"remaining_ms": 1}),
+        );
+        h.wait_ms(TTL);
+        h.refused(8, "lease-get", "8", json!({"lease": 8}), "lease_not_found");
+        (h.ops(), grant, get)
+    };
+    let (ops, grant, get) = story(bound_ms + 1_000);
+    let found = flagged(&session::leases(&ops, &config), "lease-expired-late");
+    assert_eq!(found, [grant, get]);
+
+    let (ops, _, _) = story(TTL - 500);
+    let result = session::leases(&ops, &config);
+    passes(&result);
+    assert_eq!(result.valid, Validity::Valid);
+}
+
+// ---------------------------------------------------------------- watches
+
+/// Five writes to two keys (revisions 1 to 5), the server's log of them, and one watch
+/// opened at `start` that delivered the logged events of `delivered`, in that order.
+fn watch_story(start: u64, delivered: &[u64]) -> (Vec<Op>, Truth, u64) {
+    let mut h = H::default();
+    let mut log = Vec::new();
+    for rev in 1..=5 {
+        let (key, value) = (format!("r/0-{}", rev % 2), format!("1-{rev}"));
+        h.write(1, &key, &value, rev);
+        log.push(put_logged(rev, &key, &value));
+    }
+    let events: Vec<Value> = delivered
+        .iter()
+        .map(|r| log[*r as usize - 1].clone())
+        .collect();
+    let args = json!({"prefix": "r/", "start_revision": start});
+    let result = json!({"events": events, "ended": null});
+    let w = h.call(2, "watch", "r/", args, result);
+    (h.ops(), truth("prefix=r/", log), w)
+}
+
+/// The watch story with `delivered` is flagged `kind` against that very watch; the same
+/// watch delivering every event from `start` passes.
+fn watch_flags(start: u64, delivered: &[u64], kind: &str) {
+    let (ops, truth, w) = watch_story(start, delivered);
+    let found = flagged(&watch::watches(&ops, &truth), kind);
+    assert_eq!(found, [w]);
+
+    let all: Vec<u64> = (start..=5).collect();
+    let (ops, truth, _) = watch_story(start, &all);
+    let result = watch::watches(&ops, &truth);
+    passes(&result);
+    assert_eq!(result.valid, Validity::Valid);
+}
+
+#[test]
+fn watch_that_skips_a_logged_revision_has_a_gap() {
+    watch_flags(1, &[1, 2, 4, 5], "gap");
+}
+
+#[test]
+fn watch_that_delivers_a_revision_twice_has_a_duplicate() {
+    watch_flags(1, &[1, 2, 2, 3], "duplicate-event");
+}
+
+#[test]
+fn watch_that_delivers_a_revision_after_a_later_one_is_out_of_order() {
+    watch_flags(1, &[1, 3, 2, 4], "out-of-order-event");
+}
+
+#[test]
+fn watch_resumed_at_a_revision_must_start_there() {
+    // Replaying the revision before the start, or skipping the start revision.
+    watch_flags(3, &[2, 3, 4, 5], "resume");
+    watch_flags(3, &[4, 5], "resume");
+}
+
+#[test]
+fn logged_put_of_a_refused_write_is_a_phantom_event() {
+    // The server's log, and a watch, show a put of a value whose write was refused
+    // before proposing (`fail`), or timed out (`info`: it may have happened).
+    let story = |outcome: Kind| {
+        let mut h = H::default();
+        h.write(1, KEY, "1-1", 1);
+        h.invoke(2, "write", KEY, json!({"value": "2-1"}));
+        match outcome {
+            Kind::Fail => h.fail(2, "write", KEY, "no_leader"),
+            _ => h.info(2, "write", KEY, "timeout"),
+        };
+        let log = vec![put_logged(1, KEY, "1-1"), put_logged(2, KEY, "2-1")];
+        let args = json!({"prefix": "r/", "start_revision": 1});
+        let result = json!({"events": log.clone(), "ended": null});
+        h.call(3, "watch", "r/", args, result);
+        (h.ops(), truth("prefix=r/", log))
+    };
+    let (ops, truth) = story(Kind::Fail);
+    flagged(&watch::watches(&ops, &truth), "phantom-event");
+
+    let (ops, truth) = story(Kind::Info);
+    let result = watch::watches(&ops, &truth);
+    passes(&result);
+    assert_eq!(result.valid, Validity::Valid);
+}
+
+// ---------------------------------------------------------------- histories
+
+#[test]
+fn malformed_histories_are_refused_before_any_checker() {
+    let mut h = H::default();
+    h.invoke(1, "write", KEY, json!({"value": "1-1"}));
+    h.invoke(1, "read", KEY, Value::Null);
+    let double = HistoryError::DoubleInvoke {
+        process: Process::Client(1),
+        i: 1,
+    };
+    assert_eq!(pair(&h.events), Err(double));
+
+    let mut h = H::default();
+    h.write(1, KEY, "1-1", 1);
+    let orphan = h.ok(
+        2,
+        "read",
+        KEY,
+        json!({"value": "1-1", "mod_rev": 1, "rev": 1}),
+    );
+    assert_eq!(pair(&h.events), Err(HistoryError::Orphan(orphan)));
+}
+
+/// A read of the sequential register history, for splicing stale values into it.
+struct ReadAt {
+    /// Index of its ok event.
+    ok_event: usize,
+    /// The value's revision and the header revision it saw.
+    rev: u64,
+    /// Every `(value, revision)` overwritten before it.
+    overwritten: Vec<(String, u64)>,
+}
+
+/// 30 sequential operations on one key by 3 processes: 18 writes with unique values and
+/// increasing revisions, 12 reads of the current value.
+fn sequential_register() -> (H, Vec<ReadAt>) {
+    let mut h = H::default();
+    let mut written: Vec<(String, u64)> = Vec::new();
+    let mut reads = Vec::new();
+    for n in 0..30 {
+        let p = n % 3 + 1;
+        if matches!(n % 5, 2 | 4) {
+            let (value, rev) = written.last().cloned().expect("writes come first");
+            h.read(p, KEY, &value, rev, rev);
+            reads.push(ReadAt {
+                ok_event: h.events.len() - 1,
+                rev,
+                overwritten: written[..written.len() - 1].to_vec(),
+            });
+        } else {
+            let (value, rev) = (format!("{p}-{n}"), 10 + 2 * n);
+            h.write(p, KEY, &value, rev);
+            written.push((value, rev));
+        }
+    }
+    (h, reads)
+}
+
+#[test]
+fn every_stale_value_spliced_into_a_valid_history_is_caught() {
+    let config = CheckConfig::default();
+    let (h, reads) = sequential_register();
+    assert_eq!(reads.len(), 12);
+    let result = register::linearizable(&h.ops(), &config);
+    assert_eq!(result.valid, Validity::Valid, "{result:#?}");
+    let result = register::revisions(&h.ops());
+    assert_eq!(result.valid, Validity::Valid, "{result:#?}");
+
+    let mut mutations = 0;
+    for read in &reads {
+        for (value, old_rev) in &read.overwritten {
+            // The stale value with its own revision (a consistent old state), or with the
+            // current revision.
+            for mod_rev in [*old_rev, read.rev] {
+                let mut events = h.events.clone();
+                events[read.ok_event].value =
+                    json!({"value": value, "mod_rev": mod_rev, "rev": read.rev});
+                let result = register::linearizable(&pair(&events).unwrap(), &config);
+                assert_eq!(
+                    result.valid,
+                    Validity::Invalid,
+                    "event {} reading {value:?} at {mod_rev}: {result:#?}",
+                    read.ok_event
+                );
+                assert_eq!(result.anomalies[0].kind, "not-linearizable");
+                mutations += 1;
+            }
+        }
+    }
+    // Each read can be given every value overwritten before it, two ways.
+    let expected: usize = reads.iter().map(|r| 2 * r.overwritten.len()).sum();
+    assert_eq!(mutations, expected);
+    assert!(mutations > 100, "{mutations}");
+}
