@@ -470,6 +470,40 @@ fn two_grants_with_the_same_fence_are_a_duplicate_revision() {
     passes(&register::revisions(&ops));
 }
 
+/// One lease end frees two locks and grants both waiters in one revision: a shared fence
+/// across different locks is SPEC's handoff rule (`docs/decisions.md` #46); within one
+/// lock it is a double grant, and a write never shares a revision with a grant.
+#[test]
+fn grants_of_different_locks_may_share_a_revision_but_nothing_else_may() {
+    let grant = |h: &mut H, p: u64, lock: &str| {
+        let args = H::acquire_args(p);
+        h.call(p, "acquire", lock, args, json!({"fence": 20, "rev": 20}))
+    };
+    // Both waited in their queues before the lease ended: the calls overlap.
+    let mut h = H::default();
+    h.invoke(1, "acquire", "lock-0", H::acquire_args(1));
+    h.invoke(2, "acquire", "lock-1", H::acquire_args(2));
+    h.ok(1, "acquire", "lock-0", json!({"fence": 20, "rev": 20}));
+    h.ok(2, "acquire", "lock-1", json!({"fence": 20, "rev": 20}));
+    passes(&register::revisions(&h.ops()));
+
+    let mut h = H::default();
+    let a = grant(&mut h, 1, "lock-0");
+    let b = grant(&mut h, 2, "lock-0");
+    assert_eq!(
+        flagged(&register::revisions(&h.ops()), "duplicate-revision"),
+        [a, b]
+    );
+
+    let mut h = H::default();
+    let a = grant(&mut h, 1, "lock-0");
+    let b = h.call(2, "write", KEY, json!({"value": "2-1"}), json!({"rev": 20}));
+    assert_eq!(
+        flagged(&register::revisions(&h.ops()), "duplicate-revision"),
+        [a, b]
+    );
+}
+
 #[test]
 fn fence_lower_than_one_granted_before_is_out_of_order() {
     let story = |second_fence: u64| {

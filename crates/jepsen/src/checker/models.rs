@@ -125,6 +125,38 @@ mod tests {
     const BUDGET: Duration = Duration::from_secs(5);
 
     #[test]
+    fn a_re_entrant_hold_takes_as_many_releases_and_keeps_its_fence() {
+        let m = FencedOwnerMutex;
+        let a = || "a".to_owned();
+        let s = m.init();
+        let s = m
+            .step(&s, &MutexIn::Acquire(a()), Some(&MutexOut::Granted(5)))
+            .unwrap();
+        // Re-entrant: same fence, or it is no re-entrant grant.
+        assert!(
+            m.step(&s, &MutexIn::Acquire(a()), Some(&MutexOut::Granted(6)))
+                .is_none()
+        );
+        let s = m
+            .step(&s, &MutexIn::Acquire(a()), Some(&MutexOut::Granted(5)))
+            .unwrap();
+        let s = m
+            .step(&s, &MutexIn::Release(a()), Some(&MutexOut::Done))
+            .unwrap();
+        // Still held once: another owner is refused.
+        let b = MutexIn::Acquire("b".to_owned());
+        assert!(m.step(&s, &b, Some(&MutexOut::Granted(9))).is_none());
+        assert!(m.step(&s, &b, Some(&MutexOut::Held)).is_some());
+        let s = m
+            .step(&s, &MutexIn::Release(a()), Some(&MutexOut::Done))
+            .unwrap();
+        assert!(m.step(&s, &b, Some(&MutexOut::Granted(9))).is_some());
+        // A revoke frees every hold at once.
+        let held = (Some(("a".to_owned(), 3)), 5);
+        assert_eq!(m.step(&held, &MutexIn::Revoke(a()), None), Some((None, 5)));
+    }
+
+    #[test]
     fn concurrent_write_and_read_may_see_either_value() {
         let h = vec![
             op(0, 0, Some(3), RegisterOp::Write(1), Some(RegisterOut::Done)),
