@@ -797,6 +797,43 @@ fn lease_alive_long_after_its_keepalives_stopped_expired_late() {
     assert_eq!(result.valid, Validity::Valid);
 }
 
+/// No clock measures a lease while a majority is down: the late bound grows by the outage,
+/// counted until the first request that succeeds after the restart.
+#[test]
+fn the_late_bound_of_a_lease_leaves_out_a_whole_cluster_outage() {
+    const TTL: u64 = 2_000;
+    let config = CheckConfig::default();
+    let story = |alive_after_restart_ms: u64| {
+        let mut h = H::default();
+        let grant = h.grant_lease(8, TTL, 1);
+        h.keepalive(8, TTL);
+        h.wait_ms(1_000);
+        h.nemesis("kill-start");
+        h.wait_ms(20_000);
+        h.nemesis("kill-stop");
+        // Elections take a while; the first answer after the restart is this write.
+        h.wait_ms(5_000);
+        h.call(9, "write", KEY, json!({"value": "9-1"}), json!({"rev": 40}));
+        h.wait_ms(alive_after_restart_ms);
+        let get = h.call(
+            8,
+            "lease-get",
+            "8",
+            json!({"lease": 8}),
+            json!({"remaining_ms": 1}),
+        );
+        (h.ops(), grant, get)
+    };
+    // A new leader starts the lease afresh: alive a TTL after the cluster is back is fine.
+    let (ops, _, _) = story(TTL - 500);
+    let result = session::leases(&ops, &config);
+    passes(&result);
+    // Alive longer than the whole bound after the cluster is back is not.
+    let (ops, grant, get) = story(TTL + config.lease_slack_ms + 1_000);
+    let found = flagged(&session::leases(&ops, &config), "lease-expired-late");
+    assert_eq!(found, [grant, get]);
+}
+
 // ---------------------------------------------------------------- watches
 
 /// Five writes to two keys (revisions 1 to 5), the server's log of them, and one watch

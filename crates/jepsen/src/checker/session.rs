@@ -6,9 +6,6 @@ use crate::history::{Kind, Op, fault_windows};
 use serde_json::json;
 use std::collections::BTreeMap;
 
-/// Time a restarted cluster may take to elect a leader, added per whole-cluster outage.
-const RESTART_ALLOWANCE_NS: u64 = 3_000_000_000;
-
 /// Everything the history says about one lease.
 #[derive(Default)]
 struct LeaseOps<'a> {
@@ -55,16 +52,28 @@ pub fn leases(ops: &[Op], config: &CheckConfig) -> CheckResult {
             _ => {}
         }
     }
-    // While no majority runs, no clock measures a lease: the bound counts only time a
-    // leader could exist, so whole-cluster outages (plus the election after them) are
-    // added to it.
+    // While no majority runs, no clock measures a lease, and a restarted cluster starts
+    // every lease afresh once it has a leader. So the bound counts only time a leader
+    // could exist: each kill of a majority, until the first operation that succeeds after
+    // the nodes are back (the first sign of a leader), is added to it.
+    let mut ok_times: Vec<u64> = ops
+        .iter()
+        // Requests the cluster answered (not harness-local store accesses, and not
+        // watches, which are recorded ok whatever ended them).
+        .filter(|o| o.is_ok() && o.node.is_some() && o.f != "watch")
+        .filter_map(|o| o.completed_at)
+        .collect();
+    ok_times.sort_unstable();
     let outages: Vec<(u64, u64)> = fault_windows(ops)
         .into_iter()
         .filter(|w| {
             let killed = w.detail["nodes"].as_array().map_or(0, Vec::len);
             (w.kind == "kill" || w.kind == "kill-all") && killed * 2 > config.nodes
         })
-        .map(|w| (w.start, w.end))
+        .map(|w| {
+            let back = ok_times.partition_point(|t| *t <= w.end);
+            (w.start, ok_times.get(back).copied().unwrap_or(u64::MAX))
+        })
         .collect();
     let mut anomalies = Vec::new();
     let (mut early_checked, mut late_checked) = (0, 0);
@@ -115,7 +124,7 @@ pub fn leases(ops: &[Op], config: &CheckConfig) -> CheckResult {
             let outage = outages
                 .iter()
                 .filter(|(s, e)| *e > stopped && *s < a.call)
-                .map(|(s, e)| e.min(&a.call) - s.max(&stopped) + RESTART_ALLOWANCE_NS)
+                .map(|(s, e)| e.min(&a.call) - s.max(&stopped))
                 .sum::<u64>();
             a.call > stopped + ttl + config.lease_slack_ms * 1_000_000 + outage
         });
