@@ -1014,3 +1014,159 @@ fn every_stale_value_spliced_into_a_valid_history_is_caught() {
     assert_eq!(mutations, expected);
     assert!(mutations > 100, "{mutations}");
 }
+
+// ---------------------------------------------------------------- the remaining kinds
+
+#[test]
+fn read_of_a_value_before_its_write_began_is_a_future_read() {
+    let story = |read_first: bool| {
+        let mut h = H::default();
+        let (r, w);
+        if read_first {
+            r = h.read(1, KEY, "2-1", 5, 5);
+            w = h.write(2, KEY, "2-1", 5);
+        } else {
+            w = h.write(2, KEY, "2-1", 5);
+            r = h.read(1, KEY, "2-1", 5, 5);
+        }
+        (h.ops(), w, r)
+    };
+    let (ops, w, r) = story(true);
+    assert_eq!(flagged(&register::revisions(&ops), "future-read"), [w, r]);
+    let (ops, _, _) = story(false);
+    passes(&register::revisions(&ops));
+}
+
+#[test]
+fn read_naming_another_revision_than_its_write_is_wrong() {
+    let story = |mod_rev: u64| {
+        let mut h = H::default();
+        let w = h.write(2, KEY, "2-1", 5);
+        let r = h.read(1, KEY, "2-1", mod_rev, 9);
+        (h.ops(), w, r)
+    };
+    let (ops, w, r) = story(4);
+    assert_eq!(
+        flagged(&register::revisions(&ops), "wrong-revision"),
+        [w, r]
+    );
+    let (ops, _, _) = story(5);
+    passes(&register::revisions(&ops));
+}
+
+#[test]
+fn header_revision_lower_than_one_seen_before_went_back() {
+    let story = |header: u64| {
+        let mut h = H::default();
+        let a = h.read(1, KEY, "", 0, 10);
+        let b = h.read(2, "r/0-1", "", 0, header);
+        (h.ops(), a, b)
+    };
+    // Reads of absent keys (a 404) carry no header; give them one through a found key.
+    let (mut ops, a, b) = story(8);
+    for op in &mut ops {
+        op.result["value"] = Value::Null;
+    }
+    assert_eq!(
+        flagged(&register::revisions(&ops), "revision-went-back"),
+        [a, b]
+    );
+    let (mut ops, _, _) = story(10);
+    for op in &mut ops {
+        op.result["value"] = Value::Null;
+    }
+    passes(&register::revisions(&ops));
+}
+
+#[test]
+fn observed_leadership_that_goes_back_in_time_is_refused() {
+    let story = |second_fence: u64| {
+        let mut h = H::default();
+        let seen = |fence: u64| json!({"lease": fence, "fence": fence, "value": "v", "rev": fence});
+        let a = h.call(1, "observe", "elect-0", Value::Null, seen(20));
+        let b = h.call(2, "observe", "elect-0", Value::Null, seen(second_fence));
+        (h.ops(), a, b)
+    };
+    let (ops, a, b) = story(12);
+    assert_eq!(flagged(&lock::election(&ops), "leader-went-back"), [a, b]);
+    let (ops, _, _) = story(30);
+    passes(&lock::election(&ops));
+}
+
+#[test]
+fn watch_event_outside_its_prefix_breaks_the_filter() {
+    let mut h = H::default();
+    h.write(1, KEY, "1-1", 1);
+    h.write(1, "other/x", "1-2", 2);
+    let log = vec![put_logged(1, KEY, "1-1"), put_logged(2, "other/x", "1-2")];
+    let args = json!({"prefix": "r/", "start_revision": 1});
+    let result = json!({"events": log.clone(), "ended": null});
+    let w = h.call(2, "watch", "r/", args, result);
+    let found = flagged(
+        &watch::watches(&h.ops(), &truth("prefix=r/", log)),
+        "filter",
+    );
+    assert_eq!(found, [w]);
+}
+
+#[test]
+fn watch_event_that_differs_from_the_log_is_a_mismatch() {
+    let story = |value: &str| {
+        let mut h = H::default();
+        h.write(1, KEY, "1-1", 1);
+        let log = vec![put_logged(1, KEY, "1-1")];
+        let args = json!({"prefix": "r/", "start_revision": 1});
+        let result = json!({"events": [put_logged(1, KEY, value)], "ended": null});
+        let w = h.call(2, "watch", "r/", args, result);
+        (h.ops(), truth("prefix=r/", log), w)
+    };
+    let (ops, t, w) = story("9-9");
+    assert_eq!(flagged(&watch::watches(&ops, &t), "event-mismatch"), [w]);
+    let (ops, t, _) = story("1-1");
+    passes(&watch::watches(&ops, &t));
+}
+
+#[test]
+fn grant_a_client_saw_must_be_in_the_log() {
+    let story = |logged_fence: u64| {
+        let mut h = H::default();
+        let a = h.acquire(1, 7);
+        let log = vec![
+            queued("lock", 6, 1),
+            granted("lock", logged_fence, 1, Some(6)),
+        ];
+        (h.ops(), truth(&format!("lock={LOCK}"), log), a)
+    };
+    let (ops, t, a) = story(8);
+    assert_eq!(
+        flagged(&lock::queues(&ops, &t), "grant-missing-from-log"),
+        [a]
+    );
+    let (ops, t, _) = story(7);
+    passes(&lock::queues(&ops, &t));
+}
+
+#[test]
+fn acknowledged_write_the_log_lacks_is_missing_from_it() {
+    let story = |logged: bool| {
+        let mut h = H::default();
+        let w = h.write(1, KEY, "1-1", 4);
+        h.nemesis("kill-all-start");
+        h.nemesis("kill-all-stop");
+        let kvs = json!({"kvs": [{"key": KEY, "value": "1-1", "mod_revision": 4}]});
+        h.call(9, "final-read", "r/", Value::Null, kvs);
+        let log = if logged {
+            vec![put_logged(4, KEY, "1-1")]
+        } else {
+            vec![put_logged(3, KEY, "0-0")]
+        };
+        (h.ops(), truth("prefix=r/", log), w)
+    };
+    let (ops, t, w) = story(false);
+    assert_eq!(
+        flagged(&register::durability(&ops, &t), "write-missing-from-log"),
+        [w]
+    );
+    let (ops, t, _) = story(true);
+    passes(&register::durability(&ops, &t));
+}
