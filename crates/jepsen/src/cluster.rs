@@ -177,59 +177,38 @@ pub fn setup_network(slots: usize) -> Result<(), Error> {
     Ok(())
 }
 
+/// Appends a DROP rule in `dst`'s namespace for packets from `srcs`, with `matching`
+/// (extra iptables match arguments) if any.
+fn drop_from(dst: usize, srcs: &[usize], matching: &[&str]) -> Result<(), Error> {
+    if srcs.is_empty() {
+        return Ok(());
+    }
+    let sources: Vec<String> = srcs.iter().map(|s| ip(*s)).collect();
+    let sources = sources.join(",");
+    let ns = netns(dst);
+    let mut args = vec![
+        "netns", "exec", &ns, "iptables", "-w", "-A", "INPUT", "-s", &sources,
+    ];
+    args.extend_from_slice(matching);
+    args.extend_from_slice(&["-j", "DROP"]);
+    sh("ip", &args).map(drop)
+}
+
 /// Drops, in each destination slot's namespace, packets from the given source slots.
 pub fn partition(grudge: &BTreeMap<usize, Vec<usize>>) -> Result<(), Error> {
     for (dst, srcs) in grudge {
-        if srcs.is_empty() {
-            continue;
-        }
-        let sources: Vec<String> = srcs.iter().map(|s| ip(*s)).collect();
-        sh(
-            "ip",
-            &[
-                "netns",
-                "exec",
-                &netns(*dst),
-                "iptables",
-                "-w",
-                "-A",
-                "INPUT",
-                "-s",
-                &sources.join(","),
-                "-j",
-                "DROP",
-            ],
-        )?;
+        drop_from(*dst, srcs, &[])?;
     }
     Ok(())
 }
 
 /// Drops each packet between nodes with probability `p` (a flaky network).
 pub fn flaky(slots: &[usize], p: f64) -> Result<(), Error> {
+    let p = format!("{p:.2}");
+    let matching = ["-m", "statistic", "--mode", "random", "--probability", &p];
     for dst in slots {
-        let sources: Vec<String> = slots.iter().filter(|s| *s != dst).map(|s| ip(*s)).collect();
-        sh(
-            "ip",
-            &[
-                "netns",
-                "exec",
-                &netns(*dst),
-                "iptables",
-                "-w",
-                "-A",
-                "INPUT",
-                "-s",
-                &sources.join(","),
-                "-m",
-                "statistic",
-                "--mode",
-                "random",
-                "--probability",
-                &format!("{p:.2}"),
-                "-j",
-                "DROP",
-            ],
-        )?;
+        let others: Vec<usize> = slots.iter().copied().filter(|s| s != dst).collect();
+        drop_from(*dst, &others, &matching)?;
     }
     Ok(())
 }

@@ -258,6 +258,16 @@ fn field(v: &Value, name: &str) -> Value {
     v.get(name).cloned().unwrap_or(Value::Null)
 }
 
+/// What a mutation's history records: its revision.
+fn rev_result(b: &Value) -> Value {
+    json!({"rev": field(b, "revision")})
+}
+
+/// What a grant's history records: its fence and revision.
+fn grant_result(b: &Value) -> Value {
+    json!({"fence": field(b, "fence"), "rev": field(b, "revision")})
+}
+
 // ---------------------------------------------------------------- register
 
 /// Reads, writes and CAS on rotating keys.
@@ -313,7 +323,7 @@ pub async fn register(mut w: Worker) {
                     &path,
                     Some(json!({"value": value})),
                     timeout,
-                    |b| json!({"rev": field(b, "revision")}),
+                    rev_result,
                 )
                 .await;
             }
@@ -327,7 +337,7 @@ pub async fn register(mut w: Worker) {
                     &path,
                     Some(json!({"value": value, "prev_revision": prev})),
                     timeout,
-                    |b| json!({"rev": field(b, "revision")}),
+                    rev_result,
                 )
                 .await;
             }
@@ -423,17 +433,31 @@ impl Worker {
 
     /// Revokes a lease, retrying (each try its own operation) until it is gone or 5 tries.
     async fn revoke(&mut self, lease: u64) {
+        self.revoke_as("lease-revoke", lease, json!({"lease": lease}))
+            .await;
+    }
+
+    /// Ends a lease the worker gives up on (after an unknown outcome), if it has one.
+    async fn abandon(&mut self, lease: &mut Option<KeptLease>) {
+        if let Some(l) = lease.take() {
+            self.revoke(l.id).await;
+        }
+    }
+
+    /// Revokes `lease`, recorded as `f` with `args`, retrying (each try its own
+    /// operation) until it is gone or 5 tries.
+    async fn revoke_as(&mut self, f: &str, lease: u64, args: Value) {
         for _ in 0..5 {
             let reply = self
                 .op(
-                    "lease-revoke",
+                    f,
                     Some(&lease.to_string()),
-                    json!({"lease": lease}),
+                    args.clone(),
                     Method::DELETE,
                     &format!("/v1/leases/{lease}"),
                     None,
                     self.ctx.op_timeout,
-                    |b| json!({"rev": field(b, "revision")}),
+                    rev_result,
                 )
                 .await;
             match reply {
@@ -480,7 +504,7 @@ pub async fn lock(mut w: Worker) {
                 &format!("/v1/locks/{name}/acquire"),
                 Some(json!({"lease_id": lease_id, "owner": owner, "wait_ms": wait_ms})),
                 Duration::from_millis(wait_ms + 1_000),
-                |b| json!({"fence": field(b, "fence"), "rev": field(b, "revision")}),
+                grant_result,
             )
             .await;
         let fence = match reply {
@@ -493,9 +517,7 @@ pub async fn lock(mut w: Worker) {
             }
             Reply::Info(_) => {
                 // It may be granted later: end the lease so it cannot block everyone.
-                if let Some(l) = lease.take() {
-                    w.revoke(l.id).await;
-                }
+                w.abandon(&mut lease).await;
                 continue;
             }
         };
@@ -547,13 +569,11 @@ pub async fn lock(mut w: Worker) {
                 &format!("/v1/locks/{name}/release"),
                 Some(json!({"lease_id": lease_id, "owner": owner, "fence": fence})),
                 w.ctx.op_timeout,
-                |b| json!({"rev": field(b, "revision")}),
+                rev_result,
             )
             .await;
-        if matches!(reply, Reply::Info(_))
-            && let Some(l) = lease.take()
-        {
-            w.revoke(l.id).await;
+        if matches!(reply, Reply::Info(_)) {
+            w.abandon(&mut lease).await;
         }
     }
     if let Some(l) = lease.take() {
@@ -588,7 +608,7 @@ pub async fn trylock(mut w: Worker) {
                 &format!("/v1/locks/{name}/acquire"),
                 Some(json!({"lease_id": lease_id, "owner": owner, "wait_ms": 0})),
                 w.ctx.op_timeout,
-                |b| json!({"fence": field(b, "fence"), "rev": field(b, "revision")}),
+                grant_result,
             )
             .await;
         let fence = match reply {
@@ -611,7 +631,7 @@ pub async fn trylock(mut w: Worker) {
                 &format!("/v1/locks/{name}/release"),
                 Some(json!({"lease_id": lease_id, "owner": owner, "fence": fence})),
                 w.ctx.op_timeout,
-                |b| json!({"rev": field(b, "revision")}),
+                rev_result,
             )
             .await;
         if matches!(reply, Reply::Info(_)) {
@@ -627,116 +647,104 @@ pub async fn trylock(mut w: Worker) {
 impl Worker {
     /// Revokes a try-lock lease, naming the owner whose holds it frees (for the model).
     async fn revoke_owner(&mut self, lease: u64, owner: &str) {
-        for _ in 0..5 {
-            let reply = self
-                .op(
-                    "try-revoke",
-                    Some(&lease.to_string()),
-                    json!({"lease": lease, "owner": owner}),
-                    Method::DELETE,
-                    &format!("/v1/leases/{lease}"),
-                    None,
-                    self.ctx.op_timeout,
-                    |b| json!({"rev": field(b, "revision")}),
-                )
-                .await;
-            match reply {
-                Reply::Ok(_) => return,
-                Reply::Fail { code, .. } if code == "lease_not_found" => return,
-                _ => tokio::time::sleep(Duration::from_millis(300)).await,
-            }
-        }
+        let args = json!({"lease": lease, "owner": owner});
+        self.revoke_as("try-revoke", lease, args).await;
     }
 }
 
 // ---------------------------------------------------------------- semaphore
 
 /// Acquire a permit, hold it briefly, release.
-pub async fn semaphore(mut w: Worker) {
+pub async fn semaphore(w: Worker) {
     let (name, limit) = SEMAPHORE;
-    let ttl = w.ctx.ttl_ms;
-    let mut lease: Option<KeptLease> = None;
-    while w.ctx.running() {
-        w.gap().await;
-        if lease
-            .as_ref()
-            .is_none_or(|l| !l.alive.load(Ordering::Relaxed))
-        {
-            lease = w.kept_lease(ttl).await;
-            continue;
-        }
-        let Some(lease_id) = lease.as_ref().map(|l| l.id) else {
-            continue;
-        };
-        let owner = format!("p{}", process_number(w.process));
-        let reply = w
-            .op(
-                "sem-acquire",
-                Some(name),
-                json!({"lease": lease_id, "owner": owner, "limit": limit}),
-                Method::POST,
-                &format!("/v1/semaphores/{name}/acquire"),
-                Some(
-                    json!({"lease_id": lease_id, "owner": owner, "limit": limit, "wait_ms": 2_000}),
-                ),
-                Duration::from_millis(3_000),
-                |b| json!({"fence": field(b, "fence"), "rev": field(b, "revision")}),
-            )
-            .await;
-        let fence = match reply {
-            Reply::Ok(b) => b.get("fence").and_then(Value::as_u64),
-            Reply::Fail { .. } => continue,
-            Reply::Info(_) => {
-                if let Some(l) = lease.take() {
-                    w.revoke(l.id).await;
-                }
-                continue;
-            }
-        };
-        tokio::time::sleep(Duration::from_millis(w.rng.random_range(0..200))).await;
-        let reply = w
-            .release(
-                "sem-release",
-                Some(name),
-                json!({"lease": lease_id, "owner": owner, "fence": fence}),
-                Method::POST,
-                &format!("/v1/semaphores/{name}/release"),
-                Some(json!({"lease_id": lease_id, "owner": owner, "fence": fence})),
-                w.ctx.op_timeout,
-                |b| json!({"rev": field(b, "revision")}),
-            )
-            .await;
-        if matches!(reply, Reply::Info(_))
-            && let Some(l) = lease.take()
-        {
-            w.revoke(l.id).await;
-        }
-    }
+    let owner = |w: &Worker, _| format!("p{}", process_number(w.process));
+    let cycle = Cycle {
+        key: name,
+        acquire: "sem-acquire",
+        acquire_path: format!("/v1/semaphores/{name}/acquire"),
+        acquire_args: &|lease, who| {
+            let args = json!({"lease": lease, "owner": who, "limit": limit});
+            let body = json!({"lease_id": lease, "owner": who, "limit": limit, "wait_ms": 2_000});
+            (args, body)
+        },
+        release: "sem-release",
+        release_path: format!("/v1/semaphores/{name}/release"),
+        release_args: &|lease, who, fence| {
+            let args = json!({"lease": lease, "owner": who, "fence": fence});
+            let body = json!({"lease_id": lease, "owner": who, "fence": fence});
+            (args, body)
+        },
+    };
+    queue_cycles(w, &cycle, &owner).await;
 }
 
 // ---------------------------------------------------------------- election
 
-/// Campaign, proclaim, resign; every third worker only observes.
+/// Campaign, hold, resign; the first worker only observes.
 pub async fn election(mut w: Worker, observer: bool) {
+    if !observer {
+        let value = |w: &Worker, seq| format!("p{}-{seq}", process_number(w.process));
+        let cycle = Cycle {
+            key: ELECTION,
+            acquire: "campaign",
+            acquire_path: format!("/v1/elections/{ELECTION}/campaign"),
+            acquire_args: &|lease, who| {
+                let args = json!({"lease": lease, "value": who});
+                let body = json!({"lease_id": lease, "value": who, "wait_ms": 2_000});
+                (args, body)
+            },
+            release: "resign",
+            release_path: format!("/v1/elections/{ELECTION}/resign"),
+            release_args: &|lease, _, fence| {
+                let args = json!({"lease": lease, "fence": fence});
+                let body = json!({"lease_id": lease, "fence": fence});
+                (args, body)
+            },
+        };
+        queue_cycles(w, &cycle, &value).await;
+        return;
+    }
+    while w.ctx.running() {
+        w.gap().await;
+        w.op(
+            "observe",
+            Some(ELECTION),
+            Value::Null,
+            Method::GET,
+            &format!("/v1/elections/{ELECTION}"),
+            None,
+            w.ctx.op_timeout,
+            |b| json!({"lease": b.pointer("/leader/lease_id"), "fence": b.pointer("/leader/fence"), "value": b.pointer("/leader/value"), "rev": field(b, "revision")}),
+        )
+        .await;
+    }
+}
+
+/// (history args, request body) of a queue request.
+type Args = (Value, Value);
+
+/// A queued resource's acquire and release (semaphore permit, election candidacy).
+struct Cycle<'a> {
+    key: &'a str,
+    acquire: &'a str,
+    acquire_path: String,
+    /// From the lease and the caller's name (owner or value).
+    acquire_args: &'a (dyn Fn(u64, &str) -> Args + Sync),
+    release: &'a str,
+    release_path: String,
+    /// From the lease, the caller's name and the fence granted.
+    release_args: &'a (dyn Fn(u64, &str, Option<u64>) -> Args + Sync),
+}
+
+/// Acquire (waiting up to 2 s), hold up to 200 ms, release; under a kept-alive lease that
+/// is ended after any unknown outcome. `who` names the caller from its process and a
+/// sequence number.
+async fn queue_cycles(mut w: Worker, c: &Cycle<'_>, who: &(dyn Fn(&Worker, u64) -> String + Sync)) {
     let ttl = w.ctx.ttl_ms;
     let mut lease: Option<KeptLease> = None;
     let mut seq = 0;
     while w.ctx.running() {
         w.gap().await;
-        if observer {
-            w.op(
-                "observe",
-                Some(ELECTION),
-                Value::Null,
-                Method::GET,
-                &format!("/v1/elections/{ELECTION}"),
-                None,
-                w.ctx.op_timeout,
-                |b| json!({"lease": b.pointer("/leader/lease_id"), "fence": b.pointer("/leader/fence"), "value": b.pointer("/leader/value"), "rev": field(b, "revision")}),
-            )
-            .await;
-            continue;
-        }
         if lease
             .as_ref()
             .is_none_or(|l| !l.alive.load(Ordering::Relaxed))
@@ -748,46 +756,45 @@ pub async fn election(mut w: Worker, observer: bool) {
             continue;
         };
         seq += 1;
-        let value = format!("p{}-{seq}", process_number(w.process));
+        let name = who(&w, seq);
+        let (args, body) = (c.acquire_args)(lease_id, &name);
         let reply = w
             .op(
-                "campaign",
-                Some(ELECTION),
-                json!({"lease": lease_id, "value": value}),
+                c.acquire,
+                Some(c.key),
+                args,
                 Method::POST,
-                &format!("/v1/elections/{ELECTION}/campaign"),
-                Some(json!({"lease_id": lease_id, "value": value, "wait_ms": 2_000})),
+                &c.acquire_path,
+                Some(body),
                 Duration::from_millis(3_000),
-                |b| json!({"fence": field(b, "fence"), "rev": field(b, "revision")}),
+                grant_result,
             )
             .await;
         let fence = match reply {
             Reply::Ok(b) => b.get("fence").and_then(Value::as_u64),
             Reply::Fail { .. } => continue,
             Reply::Info(_) => {
-                if let Some(l) = lease.take() {
-                    w.revoke(l.id).await;
-                }
+                w.abandon(&mut lease).await;
                 continue;
             }
         };
         tokio::time::sleep(Duration::from_millis(w.rng.random_range(0..200))).await;
+        let (args, body) = (c.release_args)(lease_id, &name, fence);
+        let timeout = w.ctx.op_timeout;
         let reply = w
             .release(
-                "resign",
-                Some(ELECTION),
-                json!({"lease": lease_id, "fence": fence}),
+                c.release,
+                Some(c.key),
+                args,
                 Method::POST,
-                &format!("/v1/elections/{ELECTION}/resign"),
-                Some(json!({"lease_id": lease_id, "fence": fence})),
-                w.ctx.op_timeout,
-                |b| json!({"rev": field(b, "revision")}),
+                &c.release_path,
+                Some(body),
+                timeout,
+                rev_result,
             )
             .await;
-        if matches!(reply, Reply::Info(_))
-            && let Some(l) = lease.take()
-        {
-            w.revoke(l.id).await;
+        if matches!(reply, Reply::Info(_)) {
+            w.abandon(&mut lease).await;
         }
     }
 }
