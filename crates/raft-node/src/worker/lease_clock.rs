@@ -425,12 +425,14 @@ pub(crate) async fn run(
             tracing::info!("lease clock: not leader, deadlines dropped");
         }
         let leader = armed_term.is_some();
-        let wake = if is_leader && !leader {
-            Instant::now() + retry
-        } else {
-            deadlines
-                .next()
-                .map_or(next_checkpoint, |n| n.min(next_checkpoint))
+        let wake = next_wake(is_leader, leader, &deadlines, next_checkpoint, retry);
+        // A node that is not leader has no deadline: it waits for events, requests and
+        // leadership changes only (an `Instant` in the past would make every turn ready).
+        let sleep = async move {
+            match wake {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
         };
         tokio::select! {
             () = cancel.cancelled() => break,
@@ -454,7 +456,7 @@ pub(crate) async fn run(
                 Some(r) => answer(&node, &mut deadlines, armed_now(&node, armed_term), r),
                 None => break,
             },
-            () = tokio::time::sleep_until(wake) => if leader {
+            () = sleep => if leader {
                 let now = Instant::now();
                 if now >= next_checkpoint {
                     next_checkpoint = now + checkpoint_every;
@@ -464,6 +466,26 @@ pub(crate) async fn run(
                 fire(&node, &mut deadlines, armed_term).await;
             },
         }
+    }
+}
+
+/// When the clock must wake next: a leader not yet armed retries after `retry`; an armed
+/// leader at its earliest deadline or checkpoint; any other node never (`None`).
+fn next_wake(
+    is_leader: bool,
+    armed: bool,
+    deadlines: &Deadlines,
+    next_checkpoint: Instant,
+    retry: Duration,
+) -> Option<Instant> {
+    match (is_leader, armed) {
+        (true, false) => Some(Instant::now() + retry),
+        (_, true) => Some(
+            deadlines
+                .next()
+                .map_or(next_checkpoint, |n| n.min(next_checkpoint)),
+        ),
+        (false, false) => None,
     }
 }
 
@@ -653,6 +675,25 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_a_leader_has_a_wake_up_even_with_a_checkpoint_long_past() {
+        let mut d = Deadlines::default();
+        let past = Instant::now();
+        tokio::time::advance(ms(10_000)).await;
+        let retry = ms(100);
+        // The bug this guards against: a follower woke at a checkpoint time in the past on
+        // every turn of its loop, spinning a core.
+        assert_eq!(next_wake(false, false, &d, past, retry), None);
+        assert_eq!(
+            next_wake(true, false, &d, past, retry),
+            Some(Instant::now() + retry),
+            "a leader not yet armed retries a heartbeat later"
+        );
+        assert_eq!(next_wake(true, true, &d, past, retry), Some(past));
+        d.set_lease(LeaseId(1), past - ms(1), 1_000);
+        assert_eq!(next_wake(true, true, &d, past, retry), Some(past - ms(1)));
     }
 
     #[tokio::test(start_paused = true)]
