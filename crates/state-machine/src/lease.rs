@@ -2,6 +2,7 @@
 
 use crate::ids::{LeaseId, Revision};
 use crate::resource::ResourceId;
+use crate::small::SmallSet;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,7 +23,7 @@ pub(crate) struct Lease {
     /// Ephemeral keys.
     pub(crate) keys: BTreeSet<String>,
     /// Holds and queue entries.
-    pub(crate) claims: BTreeSet<ClaimRef>,
+    pub(crate) claims: SmallSet<ClaimRef>,
     /// Idempotency outcomes this lease owns: sequence number → key.
     pub(crate) idempotency: BTreeMap<u64, String>,
 }
@@ -34,7 +35,7 @@ impl Lease {
             granted,
             checkpoint_remaining_ms: None,
             keys: BTreeSet::new(),
-            claims: BTreeSet::new(),
+            claims: SmallSet::new(),
             idempotency: BTreeMap::new(),
         }
     }

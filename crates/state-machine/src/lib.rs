@@ -57,6 +57,7 @@ mod machine;
 mod outcome;
 mod query;
 mod resource;
+mod small;
 mod snapshot;
 #[cfg(test)]
 mod testing;

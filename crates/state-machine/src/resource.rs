@@ -4,6 +4,7 @@
 //! `claims.rs`.
 
 use crate::ids::{Fence, LeaseId, Revision};
+use crate::small::SmallMap;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -163,7 +164,7 @@ pub struct LockDelay {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Resource {
     pub(crate) policy: Policy,
-    pub(crate) holders: BTreeMap<Claimant, Holder>,
+    pub(crate) holders: SmallMap<Claimant, Holder>,
     /// Waiters keyed by enqueue revision: FIFO order is key order.
     pub(crate) queue: BTreeMap<Revision, Waiter>,
     /// Index from claimant to its enqueue revision, for O(log n) cancel.
@@ -178,7 +179,7 @@ impl Resource {
     pub(crate) fn new(policy: Policy) -> Resource {
         Resource {
             policy,
-            holders: BTreeMap::new(),
+            holders: SmallMap::new(),
             queue: BTreeMap::new(),
             queued: BTreeMap::new(),
             permits_held: 0,

@@ -111,7 +111,7 @@ fn end_lease(sm: &mut StateMachine, ctx: &mut Ctx, id: LeaseId, end: LeaseEnd) -
         }
     }
     let (holds_released, waits_cancelled) =
-        sm.end_claims_of(ctx, id, lease.claims.into_iter().collect(), end);
+        sm.end_claims_of(ctx, id, lease.claims.into_sorted_vec(), end);
     for key in lease.idempotency.values() {
         sm.idempotency.remove_owned(key);
     }
