@@ -29,7 +29,8 @@ pub struct NodeConfig {
     pub election_timeout_max_ms: u64,
     /// Timeout of one snapshot chunk, install included.
     pub install_snapshot_timeout_ms: u64,
-    /// Build a snapshot after this many entries since the last one.
+    /// Build a snapshot after at least this many entries since the last one (and, for a
+    /// big state, at least half as many commands as it has items: `worker::snapshot`).
     pub snapshot_logs_since_last: u64,
     /// Entries kept behind a snapshot before they are purged.
     pub logs_kept_behind_snapshot: u64,
@@ -45,7 +46,9 @@ pub struct NodeConfig {
     pub batch_proposals_max: usize,
     /// Most bytes of proposals in one Raft entry.
     pub batch_bytes_max: usize,
-    /// Raft entries proposed and not yet applied, at most.
+    /// Raft entries proposed and not yet applied, at most. openraft 0.9 appends and
+    /// flushes one entry at a time, so one in flight (the default) makes the fullest
+    /// batches: everything queued during a commit goes into the next entry.
     pub batches_in_flight_max: usize,
     /// How often the leader checkpoints remaining lease TTLs through the log.
     pub lease_checkpoint_interval_ms: u64,
@@ -80,7 +83,7 @@ impl NodeConfig {
             propose_timeout_ms: 5_000,
             batch_proposals_max: 512,
             batch_bytes_max: 1 << 20,
-            batches_in_flight_max: 4,
+            batches_in_flight_max: 1,
             lease_checkpoint_interval_ms: 5_000,
             limits: Limits::default(),
             sled_cache_bytes: 64 << 20,
@@ -146,7 +149,8 @@ impl NodeConfig {
             election_timeout_max: self.election_timeout_max_ms,
             install_snapshot_timeout: self.install_snapshot_timeout_ms,
             max_payload_entries: self.append_entries_max,
-            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(self.snapshot_logs_since_last),
+            // Snapshots are asked for by `worker::snapshot`, paced by the state's size.
+            snapshot_policy: openraft::SnapshotPolicy::Never,
             max_in_snapshot_log_to_keep: self.logs_kept_behind_snapshot,
             ..openraft::Config::default()
         };

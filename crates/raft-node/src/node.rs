@@ -11,6 +11,7 @@ use crate::types::{ClientWriteError, NodeAddr, NodeId, Raft, RaftError};
 use crate::worker::lease_clock::{self, ClockRequest, KeepaliveAnswer};
 use crate::worker::proposer::{self, BatchBounds, Pending};
 use crate::worker::reader::{self, ReadReply};
+use crate::worker::snapshot;
 use baton_state_machine::{
     Applied, Command, LeaseCheckpoint, LeaseId, Proposal, Revision, StateMachine,
 };
@@ -197,6 +198,12 @@ impl Node {
             inner.raft.clone(),
             read_queue,
             retry,
+            cancel.clone(),
+        ));
+        tracker.spawn(snapshot::run(
+            inner.raft.clone(),
+            inner.sm.clone(),
+            inner.config.snapshot_logs_since_last,
             cancel.clone(),
         ));
         tracker.spawn(lease_clock::run(self.clone(), clock_queue, cancel));

@@ -30,6 +30,8 @@ pub struct AppliedProgress {
     pub log_index: u64,
     /// The state machine's revision after it.
     pub revision: Revision,
+    /// Proposals this process has applied since it started (snapshot pacing).
+    pub commands: u64,
 }
 
 /// The events of one `apply` call (one or more entries), in order.
@@ -120,6 +122,7 @@ impl SmStore {
         let progress = AppliedProgress {
             log_index: state.last_applied.map_or(0, |l| l.index),
             revision: state.machine.revision(),
+            commands: 0,
         };
         let shared = Arc::new(SmShared {
             state: RwLock::new(state),
@@ -243,6 +246,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
     {
         let mut replies = Vec::new();
         let mut events = Vec::new();
+        let mut commands = self.shared.progress.borrow().commands;
         let progress = {
             let mut state = self.shared.write();
             for entry in entries {
@@ -250,6 +254,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
                 let reply = match entry.payload {
                     EntryPayload::Blank => BatchReply::default(),
                     EntryPayload::Normal(batch) => {
+                        commands += batch.proposals.len() as u64;
                         let applied: Vec<_> = batch
                             .proposals
                             .into_iter()
@@ -269,6 +274,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             AppliedProgress {
                 log_index: state.last_applied.map_or(0, |l| l.index),
                 revision: state.machine.revision(),
+                commands,
             }
         };
         if !events.is_empty() {
@@ -313,6 +319,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             AppliedProgress {
                 log_index: state.last_applied.map_or(0, |l| l.index),
                 revision: state.machine.revision(),
+                commands: self.shared.progress.borrow().commands,
             }
         };
         tracing::info!(snapshot = %meta.snapshot_id, revision = %progress.revision, "snapshot installed");

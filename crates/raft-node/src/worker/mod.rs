@@ -4,3 +4,4 @@
 pub(crate) mod lease_clock;
 pub(crate) mod proposer;
 pub(crate) mod reader;
+pub(crate) mod snapshot;
