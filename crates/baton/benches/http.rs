@@ -1,12 +1,24 @@
-//! Load generator over HTTP/1.1 keep-alive against a real 3-node cluster of `baton serve`
-//! processes (started and stopped here, on free loopback ports).
+//! baton against etcd 3.4 in the same run: a real 3-node cluster of each on loopback
+//! (started and stopped here, on free ports), the same workloads through each one's
+//! HTTP/JSON API, requests to the leader, HTTP/1.1 keep-alive, one connection per client.
 //!
-//! Run: `cargo bench -p baton --bench http` (`-- quick` for a shorter run). Measures:
-//! - uncontended lock cycles (acquire + release; each client its own lock and lease) with
-//!   1, 16 and 64 clients;
-//! - contended handoffs with 16 clients on one lock (each acquires with a wait, releases).
+//! Run: `cargo bench -p baton --bench http` (all rows, 10 s windows, 3 fresh-cluster runs,
+//! medians). Arguments after `--`:
+//! - `quick`: 3 s windows, one run;
+//! - `runs=N`, `secs=S`: runs per system and window length;
+//! - `only=baton` or `only=etcd`;
+//! - `rows=a;b`: only the rows whose label contains one of these strings;
+//! - `server_threads=N`: tokio worker threads per baton server (default one per core);
+//! - `baton=PATH`: the baton binary to start (default: this build's), to compare builds.
 //!
-//! Requests go to the leader's API port (a follower adds one forwarding hop).
+//! - `scale` (or `scale=N`): instead of the comparison, one node holding 1 000 000 (or N)
+//!   locks, each with its own lease: memory per lock, restart time, and lock-cycle
+//!   throughput at that size against empty.
+//!
+//! etcd is `etcd` on the PATH (Debian `etcd-server`); without it, baton runs alone. Each
+//! row prints throughput, p50/p99 latency and the servers' CPU time per operation (user +
+//! system, all three processes, from `/proc/<pid>/stat`). The idle CPU of each cluster is
+//! measured first, over the same window.
 
 #![allow(
     clippy::print_stdout,
@@ -15,13 +27,18 @@
     missing_docs
 )]
 
+use base64::Engine;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-struct Node(Child);
+const VALUE_64: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
-impl Drop for Node {
+struct Proc(Child);
+
+impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
@@ -36,10 +53,72 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn start(dir: &std::path::Path) -> (Vec<Node>, Vec<String>) {
+fn b64(s: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+/// User + system CPU seconds of a process so far.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let Some(paren) = stat.rfind(')') else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = stat[paren + 2..].split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum System {
+    Baton,
+    Etcd,
+}
+
+/// A running 3-node cluster and the leader's client address.
+struct Cluster {
+    system: System,
+    procs: Vec<Proc>,
+    leader: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn cpu(&self) -> f64 {
+        self.procs.iter().map(|p| cpu_seconds(p.0.id())).sum()
+    }
+}
+
+fn spawn_baton(config: &std::path::Path, id: u64) -> Proc {
+    Proc(
+        Command::new(baton_binary())
+            .args(["serve", "--config", &config.display().to_string()])
+            .args(["--node", &id.to_string()])
+            .env("RUST_LOG", "error")
+            .envs(server_threads().map(|n| ("TOKIO_WORKER_THREADS", n)))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// `baton=PATH`: another baton binary to measure (e.g. a build to compare with).
+fn baton_binary() -> String {
+    std::env::args()
+        .find_map(|a| a.strip_prefix("baton=").map(str::to_owned))
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_baton").to_owned())
+}
+
+/// `server_threads=N`: tokio worker threads of each baton server (default: one per core).
+fn server_threads() -> Option<String> {
+    std::env::args().find_map(|a| a.strip_prefix("server_threads=").map(str::to_owned))
+}
+
+async fn start_baton(http: &reqwest::Client, nodes: u64) -> Cluster {
+    let dir = tempfile::TempDir::new_in(".").unwrap();
     let mut file = String::new();
     let mut apis = Vec::new();
-    for id in 1..=3 {
+    for id in 1..=nodes {
         let api = format!("127.0.0.1:{}", free_port());
         let peer = format!("127.0.0.1:{}", free_port());
         file.push_str(&format!(
@@ -47,138 +126,689 @@ fn start(dir: &std::path::Path) -> (Vec<Node>, Vec<String>) {
         ));
         apis.push(api);
     }
-    let path = dir.join("cluster.toml");
+    let path = dir.path().join("cluster.toml");
     std::fs::write(&path, file).unwrap();
-    let nodes = (1..=3)
-        .map(|id| {
-            Node(
-                Command::new(env!("CARGO_BIN_EXE_baton"))
-                    .args([
-                        "serve",
-                        "--config",
-                        &path.display().to_string(),
-                        "--node",
-                        &id.to_string(),
-                    ])
-                    .env("RUST_LOG", "error")
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .unwrap(),
-            )
-        })
-        .collect();
-    (nodes, apis)
-}
-
-async fn leader_api(http: &reqwest::Client, apis: &[String]) -> String {
+    let procs = (1..=nodes).map(|id| spawn_baton(&path, id)).collect();
     let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        for api in apis {
+    let leader = 'found: loop {
+        for api in &apis {
             if let Ok(r) = http.get(format!("http://{api}/v1/cluster")).send().await
                 && let Ok(v) = r.json::<Value>().await
                 && v["state"] == "leader"
             {
-                return api.clone();
+                break 'found format!("http://{api}");
             }
         }
-        assert!(Instant::now() < deadline, "no leader");
+        assert!(Instant::now() < deadline, "no baton leader");
         tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    Cluster {
+        system: System::Baton,
+        procs,
+        leader,
+        _dir: dir,
     }
 }
 
+async fn start_etcd(http: &reqwest::Client) -> Cluster {
+    let dir = tempfile::TempDir::new_in(".").unwrap();
+    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+    let initial: Vec<String> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, (_, peer))| format!("n{i}=http://127.0.0.1:{peer}"))
+        .collect();
+    let initial = initial.join(",");
+    let procs = ports
+        .iter()
+        .enumerate()
+        .map(|(i, (client, peer))| {
+            let client = format!("http://127.0.0.1:{client}");
+            let peer = format!("http://127.0.0.1:{peer}");
+            Proc(
+                Command::new("etcd")
+                    .args(["--name", &format!("n{i}")])
+                    .args([
+                        "--data-dir",
+                        &dir.path().join(format!("n{i}")).display().to_string(),
+                    ])
+                    .args([
+                        "--listen-client-urls",
+                        &client,
+                        "--advertise-client-urls",
+                        &client,
+                    ])
+                    .args([
+                        "--listen-peer-urls",
+                        &peer,
+                        "--initial-advertise-peer-urls",
+                        &peer,
+                    ])
+                    .args([
+                        "--initial-cluster",
+                        &initial,
+                        "--initial-cluster-state",
+                        "new",
+                    ])
+                    .args(["--initial-cluster-token", "bench", "--log-level", "error"])
+                    .args(["--logger", "zap"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("start etcd"),
+            )
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let leader = 'found: loop {
+        for (client, _) in &ports {
+            let url = format!("http://127.0.0.1:{client}");
+            if let Ok(r) = http
+                .post(format!("{url}/v3/maintenance/status"))
+                .json(&json!({}))
+                .send()
+                .await
+                && let Ok(v) = r.json::<Value>().await
+                && v["leader"].is_string()
+                && v["leader"] == v["header"]["member_id"]
+            {
+                break 'found url;
+            }
+        }
+        assert!(Instant::now() < deadline, "no etcd leader");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    Cluster {
+        system: System::Etcd,
+        procs,
+        leader,
+        _dir: dir,
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Workload {
+    /// Acquire + release of the client's own lock with its own lease.
+    LockCycle,
+    /// Every client on one lock: a waiting acquire (a handoff each), then a release.
+    Handoff,
+    /// Keepalives of the client's own lease.
+    Keepalive,
+    /// Puts of 64-byte values to distinct keys.
+    Put,
+    /// Linearizable gets of an existing key.
+    Get,
+    /// Serializable (local) gets: an HTTP round trip with no consensus, for the floor.
+    LocalGet,
+    /// Compare-and-set on the key's mod revision, each client its own key.
+    Cas,
+}
+
+struct Row {
+    label: &'static str,
+    workload: Workload,
+    clients: usize,
+}
+
+const ROWS: &[Row] = &[
+    Row {
+        label: "lock cycle, 1 client",
+        workload: Workload::LockCycle,
+        clients: 1,
+    },
+    Row {
+        label: "lock cycle, 16 clients",
+        workload: Workload::LockCycle,
+        clients: 16,
+    },
+    Row {
+        label: "lock cycle, 64 clients",
+        workload: Workload::LockCycle,
+        clients: 64,
+    },
+    Row {
+        label: "contended handoffs, 16 clients on one lock",
+        workload: Workload::Handoff,
+        clients: 16,
+    },
+    Row {
+        label: "lease keepalives, 16 clients",
+        workload: Workload::Keepalive,
+        clients: 16,
+    },
+    Row {
+        label: "kv put, 1 client",
+        workload: Workload::Put,
+        clients: 1,
+    },
+    Row {
+        label: "kv put, 16 clients",
+        workload: Workload::Put,
+        clients: 16,
+    },
+    Row {
+        label: "kv put, 64 clients",
+        workload: Workload::Put,
+        clients: 64,
+    },
+    Row {
+        label: "linearizable kv get, 16 clients",
+        workload: Workload::Get,
+        clients: 16,
+    },
+    Row {
+        label: "serializable kv get, 1 client",
+        workload: Workload::LocalGet,
+        clients: 1,
+    },
+    Row {
+        label: "CAS on mod_revision, 16 clients",
+        workload: Workload::Cas,
+        clients: 16,
+    },
+];
+
+/// What one row measured.
+#[derive(Clone, Debug)]
+struct Measured {
+    per_sec: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    cpu_ms_per_op: f64,
+}
+
+async fn send(http: &reqwest::Client, method: reqwest::Method, url: &str, body: Value) -> Value {
+    let r = http.request(method, url).json(&body).send().await.unwrap();
+    let status = r.status();
+    let text = r.text().await.unwrap();
+    assert!(status.is_success(), "{url}: {status} {text}");
+    serde_json::from_str(&text).unwrap_or(Value::Null)
+}
+
 async fn post(http: &reqwest::Client, url: &str, body: Value) -> Value {
-    let r = http.post(url).json(&body).send().await.unwrap();
-    assert!(r.status().is_success(), "{url}: {}", r.status());
-    r.json().await.unwrap()
+    send(http, reqwest::Method::POST, url, body).await
+}
+
+/// The string or number at `v` as a u64 (etcd's gateway writes 64-bit numbers as strings).
+fn num(v: &Value) -> u64 {
+    v.as_u64()
+        .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// One client's connection and whatever it set up before the window.
+struct ClientState {
+    http: reqwest::Client,
+    base: String,
+    system: System,
+    id: usize,
+    lease: u64,
+    seq: u64,
+    mod_revision: u64,
+    lock: String,
+}
+
+impl ClientState {
+    async fn setup(system: System, base: &str, workload: Workload, id: usize) -> ClientState {
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(1)
+            .tcp_nodelay(true)
+            .build()
+            .unwrap();
+        let mut c = ClientState {
+            http,
+            base: base.to_owned(),
+            system,
+            id,
+            lease: 0,
+            seq: 0,
+            mod_revision: 0,
+            lock: match workload {
+                Workload::Handoff => "hot".into(),
+                _ => format!("own-{id}-{}", uuid_ish()),
+            },
+        };
+        if matches!(
+            workload,
+            Workload::LockCycle | Workload::Handoff | Workload::Keepalive
+        ) {
+            c.lease = match system {
+                System::Baton => {
+                    let url = format!("{base}/v1/leases");
+                    num(&post(&c.http, &url, json!({"ttl_ms": 60_000})).await["lease_id"])
+                }
+                System::Etcd => {
+                    let url = format!("{base}/v3/lease/grant");
+                    num(&post(&c.http, &url, json!({"TTL": 60})).await["ID"])
+                }
+            };
+        }
+        if matches!(workload, Workload::Get | Workload::LocalGet | Workload::Cas) {
+            c.mod_revision = c.put(&c.key()).await;
+        }
+        c
+    }
+
+    fn key(&self) -> String {
+        format!("bench-{}-{}", self.id, self.seq)
+    }
+
+    /// Writes the key; returns its new mod revision.
+    async fn put(&self, key: &str) -> u64 {
+        match self.system {
+            System::Baton => {
+                let url = format!("{}/v1/kv/{key}", self.base);
+                let body = json!({"value": VALUE_64});
+                num(&send(&self.http, reqwest::Method::PUT, &url, body).await["revision"])
+            }
+            System::Etcd => {
+                let url = format!("{}/v3/kv/put", self.base);
+                let body = json!({"key": b64(key), "value": b64(VALUE_64)});
+                num(&post(&self.http, &url, body).await["header"]["revision"])
+            }
+        }
+    }
+
+    /// One operation of `workload`; returns when it is answered. For a handoff, the
+    /// latency that counts is the acquire's, returned as `Some`.
+    async fn op(&mut self, workload: Workload) -> Option<Duration> {
+        let (base, http) = (&self.base, &self.http);
+        match (workload, self.system) {
+            (Workload::LockCycle | Workload::Handoff, System::Baton) => {
+                let t = Instant::now();
+                let wait_ms = if workload == Workload::Handoff {
+                    60_000
+                } else {
+                    0
+                };
+                let url = format!("{base}/v1/locks/{}", self.lock);
+                let owner = format!("c{}", self.id);
+                let body = json!({"lease_id": self.lease, "owner": owner, "wait_ms": wait_ms});
+                post(http, &format!("{url}/acquire"), body).await;
+                let acquired = t.elapsed();
+                let body = json!({"lease_id": self.lease, "owner": owner});
+                post(http, &format!("{url}/release"), body).await;
+                (workload == Workload::Handoff).then_some(acquired)
+            }
+            (Workload::LockCycle | Workload::Handoff, System::Etcd) => {
+                let t = Instant::now();
+                let body = json!({"name": b64(&self.lock), "lease": self.lease.to_string()});
+                let key = post(http, &format!("{base}/v3/lock/lock"), body).await["key"].clone();
+                let acquired = t.elapsed();
+                post(http, &format!("{base}/v3/lock/unlock"), json!({"key": key})).await;
+                (workload == Workload::Handoff).then_some(acquired)
+            }
+            (Workload::Keepalive, System::Baton) => {
+                let url = format!("{base}/v1/leases/{}/keepalive", self.lease);
+                post(http, &url, json!({})).await;
+                None
+            }
+            (Workload::Keepalive, System::Etcd) => {
+                let body = json!({"ID": self.lease.to_string()});
+                let r = post(http, &format!("{base}/v3/lease/keepalive"), body).await;
+                assert!(num(&r["result"]["TTL"]) > 0, "keepalive: {r}");
+                None
+            }
+            (Workload::Put, _) => {
+                self.seq += 1;
+                self.put(&self.key()).await;
+                None
+            }
+            (Workload::Get | Workload::LocalGet, System::Baton) => {
+                let local = if workload == Workload::LocalGet {
+                    "?consistency=serializable"
+                } else {
+                    ""
+                };
+                let url = format!("{base}/v1/kv/{}{local}", self.key());
+                let r = http.get(url).send().await.unwrap();
+                assert!(r.status().is_success());
+                r.bytes().await.unwrap();
+                None
+            }
+            (Workload::Get | Workload::LocalGet, System::Etcd) => {
+                let serializable = workload == Workload::LocalGet;
+                let body = json!({"key": b64(&self.key()), "serializable": serializable});
+                let r = post(http, &format!("{base}/v3/kv/range"), body).await;
+                assert_eq!(num(&r["count"]), 1, "{r}");
+                None
+            }
+            (Workload::Cas, System::Baton) => {
+                let url = format!("{base}/v1/kv/{}", self.key());
+                let body = json!({"value": VALUE_64, "prev_revision": self.mod_revision});
+                let r = send(http, reqwest::Method::PUT, &url, body).await;
+                self.mod_revision = num(&r["revision"]);
+                None
+            }
+            (Workload::Cas, System::Etcd) => {
+                let key = b64(&self.key());
+                let body = json!({
+                    "compare": [{"target": "MOD", "key": key, "mod_revision": self.mod_revision.to_string()}],
+                    "success": [{"request_put": {"key": key, "value": b64(VALUE_64)}}],
+                });
+                let r = post(http, &format!("{base}/v3/kv/txn"), body).await;
+                assert_eq!(r["succeeded"], true, "CAS failed: {r}");
+                self.mod_revision = num(&r["header"]["revision"]);
+                None
+            }
+        }
+    }
+}
+
+/// A name no earlier run used (lock names stay in etcd's keyspace as deleted keys).
+fn uuid_ish() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize].as_secs_f64() * 1e3
 }
 
-fn report(label: &str, ops: usize, elapsed: Duration, mut latencies: Vec<Duration>) {
-    latencies.sort();
-    println!(
-        "{label}: {ops} in {:.2} s = {:.0}/s, p50 {:.2} ms, p99 {:.2} ms",
-        elapsed.as_secs_f64(),
-        ops as f64 / elapsed.as_secs_f64(),
-        percentile(&latencies, 0.5),
-        percentile(&latencies, 0.99)
-    );
-}
-
-/// Uncontended: each client its own lock, latency of acquire + release. Contended: all
-/// clients on one lock with waiting acquires, latency of the acquire (a handoff each).
-#[derive(Clone, Copy, PartialEq)]
-enum Workload {
-    Uncontended,
-    Contended,
-}
-
-async fn lock_cycles(api: &str, workload: Workload, clients: usize, cycles: usize) {
+async fn measure(cluster: &Cluster, row: &Row, window: Duration) -> Measured {
+    let mut clients = Vec::new();
+    for id in 0..row.clients {
+        clients.push(ClientState::setup(cluster.system, &cluster.leader, row.workload, id).await);
+    }
+    let start = Arc::new(tokio::sync::Barrier::new(row.clients + 1));
     let mut tasks = tokio::task::JoinSet::new();
-    let started = Instant::now();
-    for c in 0..clients {
-        let api = api.to_owned();
+    for mut client in clients {
+        let start = start.clone();
+        let workload = row.workload;
         tasks.spawn(async move {
-            let http = reqwest::Client::new();
-            let leases = format!("http://{api}/v1/leases");
-            let lease = post(&http, &leases, json!({"ttl_ms": 60_000})).await;
-            let lease = lease["lease_id"].as_u64().unwrap();
-            let (lock, wait_ms) = match workload {
-                Workload::Uncontended => (format!("http://{api}/v1/locks/u{clients}-{c}"), 0),
-                Workload::Contended => (format!("http://{api}/v1/locks/hot"), 60_000),
-            };
-            let owner = format!("c{c}");
-            let mut latencies = Vec::with_capacity(cycles);
-            for _ in 0..cycles {
+            start.wait().await;
+            let began = Instant::now();
+            let end = began + window;
+            let mut latencies = Vec::new();
+            loop {
                 let t = Instant::now();
-                let acquire = json!({"lease_id": lease, "owner": owner, "wait_ms": wait_ms});
-                post(&http, &format!("{lock}/acquire"), acquire).await;
-                if workload == Workload::Contended {
-                    latencies.push(t.elapsed());
+                let acquired = client.op(workload).await;
+                let done = Instant::now();
+                if done > end {
+                    break;
                 }
-                let release = json!({"lease_id": lease, "owner": owner});
-                post(&http, &format!("{lock}/release"), release).await;
-                if workload == Workload::Uncontended {
-                    latencies.push(t.elapsed());
-                }
+                latencies.push(acquired.unwrap_or(done - t));
             }
             latencies
         });
     }
+    start.wait().await;
+    let cpu_before = cluster.cpu();
+    let began = Instant::now();
+    tokio::time::sleep(window).await;
+    let cpu = cluster.cpu() - cpu_before;
+    let elapsed = began.elapsed();
     let mut latencies = Vec::new();
     while let Some(done) = tasks.join_next().await {
         latencies.extend(done.unwrap());
     }
-    let label = match workload {
-        Workload::Uncontended => {
-            format!("uncontended lock cycles, {clients:>2} clients (acquire+release)")
-        }
-        Workload::Contended => {
-            format!("contended handoffs, {clients} clients on one lock (acquire latency)")
-        }
+    latencies.sort();
+    let ops = latencies.len() as f64;
+    Measured {
+        per_sec: ops / elapsed.as_secs_f64(),
+        p50_ms: percentile(&latencies, 0.5),
+        p99_ms: percentile(&latencies, 0.99),
+        cpu_ms_per_op: cpu * 1e3 / ops.max(1.0),
+    }
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    xs[xs.len() / 2]
+}
+
+struct Options {
+    runs: usize,
+    window: Duration,
+    systems: Vec<System>,
+    rows: Vec<String>,
+}
+
+fn options() -> Options {
+    let mut o = Options {
+        runs: 3,
+        window: Duration::from_secs(10),
+        systems: vec![System::Baton, System::Etcd],
+        rows: Vec::new(),
     };
-    report(&label, latencies.len(), started.elapsed(), latencies);
+    for arg in std::env::args().skip(1) {
+        if arg == "quick" {
+            o.runs = 1;
+            o.window = Duration::from_secs(3);
+        } else if let Some(n) = arg.strip_prefix("runs=") {
+            o.runs = n.parse().expect("runs=N");
+        } else if let Some(s) = arg.strip_prefix("secs=") {
+            o.window = Duration::from_secs_f64(s.parse().expect("secs=S"));
+        } else if let Some(s) = arg.strip_prefix("only=") {
+            o.systems = match s {
+                "baton" => vec![System::Baton],
+                "etcd" => vec![System::Etcd],
+                other => panic!("only=baton|etcd, not {other}"),
+            };
+        } else if let Some(r) = arg.strip_prefix("rows=") {
+            o.rows = r.split(';').map(str::to_owned).collect();
+        }
+    }
+    let etcd = Command::new("etcd").arg("--version").output().is_ok();
+    if !etcd && o.systems.contains(&System::Etcd) {
+        println!("etcd not found on the PATH (Debian etcd-server): measuring baton alone");
+        o.systems.retain(|s| *s == System::Baton);
+    }
+    o
+}
+
+/// Resident memory of a process, in bytes (`VmRSS`).
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024
+}
+
+/// Waits until the single node answers `/readyz` and returns how long that took.
+async fn ready(http: &reqwest::Client, base: &str, since: Instant) -> Duration {
+    loop {
+        if let Ok(r) = http.get(format!("{base}/readyz")).send().await
+            && r.status().is_success()
+        {
+            return since.elapsed();
+        }
+        assert!(since.elapsed() < Duration::from_secs(600), "not ready");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// `scale`: one node holding `locks` locks, each with its own lease. Prints resident
+/// memory per held lock, restart time with them, and lock-cycle throughput (16 clients) at
+/// that size against the same node empty.
+async fn scale(locks: usize, window: Duration) {
+    let http = reqwest::Client::new();
+    let mut cluster = start_baton(&http, 1).await;
+    let base = cluster.leader.clone();
+    let row = Row {
+        label: "lock cycle, 16 clients",
+        workload: Workload::LockCycle,
+        clients: 16,
+    };
+    let empty = measure(&cluster, &row, window).await;
+    println!(
+        "empty node: lock cycle, 16 clients: {:.0}/s, p99 {:.2} ms",
+        empty.per_sec, empty.p99_ms
+    );
+    let pid = cluster.procs[0].0.id();
+    let rss_before = rss_bytes(pid);
+    let filled = Instant::now();
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..128 {
+        let (next, base) = (next.clone(), base.clone());
+        tasks.spawn(async move {
+            let http = reqwest::Client::new();
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= locks {
+                    break;
+                }
+                let lease = post(
+                    &http,
+                    &format!("{base}/v1/leases"),
+                    json!({"ttl_ms": 3_600_000}),
+                )
+                .await;
+                let body = json!({"lease_id": lease["lease_id"], "owner": "o"});
+                post(&http, &format!("{base}/v1/locks/held-{i}/acquire"), body).await;
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    let fill = filled.elapsed();
+    // Let the checkpoints and a snapshot settle before reading memory.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let rss_after = rss_bytes(pid);
+    println!(
+        "filled {locks} leases + held locks in {:.1} s ({:.0} commands/s)",
+        fill.as_secs_f64(),
+        2.0 * locks as f64 / fill.as_secs_f64()
+    );
+    println!(
+        "resident memory: {:.1} MiB empty, {:.1} MiB with {locks} held locks: {:.0} bytes per lock (with its lease)",
+        rss_before as f64 / 1048576.0,
+        rss_after as f64 / 1048576.0,
+        (rss_after.saturating_sub(rss_before)) as f64 / locks as f64
+    );
+    let full = measure(&cluster, &row, window).await;
+    println!(
+        "with {locks} locks: lock cycle, 16 clients: {:.0}/s, p99 {:.2} ms ({:.0} % of empty)",
+        full.per_sec,
+        full.p99_ms,
+        100.0 * full.per_sec / empty.per_sec
+    );
+    // Restart: a clean stop (SIGTERM), then a new process on the same data.
+    let child = &mut cluster.procs[0].0;
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    let config = cluster._dir.path().join("cluster.toml");
+    let started = Instant::now();
+    cluster.procs[0] = spawn_baton(&config, 1);
+    let up = ready(&http, &base, started).await;
+    let last = http
+        .get(format!("{base}/v1/locks/held-{}", locks - 1))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert!(
+        !last["holders"].as_array().unwrap().is_empty(),
+        "lost a lock: {last}"
+    );
+    println!(
+        "restart with {locks} locks: ready in {:.2} s, resident {:.1} MiB",
+        up.as_secs_f64(),
+        rss_bytes(cluster.procs[0].0.id()) as f64 / 1048576.0
+    );
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "quick");
-    let scale = if quick { 5 } else { 1 };
-    let dir = tempfile::TempDir::new_in(".").unwrap();
-    let (nodes, apis) = start(dir.path());
+    if let Some(arg) = std::env::args().find(|a| a.starts_with("scale")) {
+        let locks = arg
+            .strip_prefix("scale=")
+            .map_or(1_000_000, |n| n.parse().expect("scale=N"));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(scale(locks, Duration::from_secs(10)));
+        return;
+    }
+    let o = options();
+    let rows: Vec<&Row> = ROWS
+        .iter()
+        .filter(|r| o.rows.is_empty() || o.rows.iter().any(|w| r.label.contains(w.as_str())))
+        .collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
+    // results[system][row label] = one Measured per run; idle[system] = CPU-s per run.
+    let mut results: BTreeMap<(usize, &str), Vec<Measured>> = BTreeMap::new();
+    let mut idle: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
     runtime.block_on(async {
         let http = reqwest::Client::new();
-        let api = leader_api(&http, &apis).await;
-        lock_cycles(&api, Workload::Uncontended, 1, 1_000 / scale).await;
-        lock_cycles(&api, Workload::Uncontended, 16, 300 / scale).await;
-        lock_cycles(&api, Workload::Uncontended, 64, 100 / scale).await;
-        lock_cycles(&api, Workload::Contended, 16, 100 / scale).await;
+        for run in 0..o.runs {
+            for (s, system) in o.systems.iter().enumerate() {
+                let cluster = match system {
+                    System::Baton => start_baton(&http, 3).await,
+                    System::Etcd => start_etcd(&http).await,
+                };
+                // Idle: settle, then the same window with no client.
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                let before = cluster.cpu();
+                tokio::time::sleep(o.window).await;
+                let idle_share = (cluster.cpu() - before) / o.window.as_secs_f64();
+                println!("run {run} {system:?} idle: {:.2} % of one core", idle_share * 100.0);
+                idle.entry(s).or_default().push(idle_share);
+                for row in &rows {
+                    let m = measure(&cluster, row, o.window).await;
+                    println!(
+                        "run {run} {system:?} {}: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, CPU {:.3} ms/op",
+                        row.label, m.per_sec, m.p50_ms, m.p99_ms, m.cpu_ms_per_op
+                    );
+                    results.entry((s, row.label)).or_default().push(m);
+                }
+            }
+        }
     });
-    drop(nodes);
+    println!(
+        "\nmedians of {} run(s), {} s windows",
+        o.runs,
+        o.window.as_secs_f64()
+    );
+    let names: Vec<String> = o.systems.iter().map(|s| format!("{s:?}")).collect();
+    for (s, name) in names.iter().enumerate() {
+        println!(
+            "idle CPU, {name}: {:.2} % of one core",
+            median(idle[&s].clone()) * 100.0
+        );
+    }
+    println!(
+        "| workload | {} | baton / etcd |",
+        names
+            .iter()
+            .map(|n| format!("{n} /s (p50, p99 ms; CPU ms/op)"))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    for row in &rows {
+        let mut cells = Vec::new();
+        let mut rates = Vec::new();
+        for s in 0..o.systems.len() {
+            let runs = &results[&(s, row.label)];
+            let rate = median(runs.iter().map(|m| m.per_sec).collect());
+            let p50 = median(runs.iter().map(|m| m.p50_ms).collect());
+            let p99 = median(runs.iter().map(|m| m.p99_ms).collect());
+            let cpu = median(runs.iter().map(|m| m.cpu_ms_per_op).collect());
+            cells.push(format!("{rate:.0} ({p50:.2}, {p99:.2}; {cpu:.3})"));
+            rates.push(rate);
+        }
+        let ratio = if rates.len() == 2 {
+            format!("{:.2}", rates[0] / rates[1])
+        } else {
+            "-".into()
+        };
+        println!("| {} | {} | {ratio} |", row.label, cells.join(" | "));
+    }
 }
