@@ -1,4 +1,4 @@
-//! Every endpoint answers as SPEC §3 says, and every bad input gets its 4xx with the SPEC
+//! Every endpoint answers as spec §3 says, and every bad input gets its 4xx with the spec
 //! error shape and changes nothing. Real `baton serve` processes, HTTP only.
 
 #![allow(clippy::unwrap_used)] // tests: a failure is reported by the panic

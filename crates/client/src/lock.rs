@@ -32,7 +32,7 @@ pub struct LockGuard {
     released: bool,
 }
 
-/// The longest single wait the server takes (SPEC: 300 s).
+/// The longest single wait the server takes (spec: 300 s).
 const WAIT_MS_MAX: u64 = 300_000;
 
 impl Lease {

@@ -1,4 +1,4 @@
-//! `ApiError`: the one error type of the API, mapped once to a status code and SPEC's
+//! `ApiError`: the one error type of the API, mapped once to a status code and the spec's
 //! shape `{"error": {"code": "snake_case", "message": "…", …details}}`.
 
 use axum::http::{HeaderValue, StatusCode, header};

@@ -1,4 +1,4 @@
-//! Extractors that turn every malformed input into a 4xx with the SPEC error shape:
+//! Extractors that turn every malformed input into a 4xx with the spec error shape:
 //! JSON bodies (any content type, unknown fields refused, size-limited), paths, queries,
 //! the `Idempotency-Key` header, names, and the admin token.
 
@@ -78,7 +78,7 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
     }
 }
 
-/// Checks a resource or key name from a path: SPEC limits, and no `.` or `..` segment
+/// Checks a resource or key name from a path: spec limits, and no `.` or `..` segment
 /// (names are not file paths, but a client sending them has made a mistake).
 pub fn name(field: &'static str, raw: &str) -> Result<String, ApiError> {
     Limits::default().check_name(field, raw)?;

@@ -1,4 +1,4 @@
-//! The public `/v1` HTTP/JSON API of baton (SPEC §3), served by axum over a [`Node`].
+//! The public `/v1` HTTP/JSON API of baton (spec §3), served by axum over a [`Node`].
 //!
 //! # Layout
 //! - `routes/`: one module per resource (leases, locks, semaphores, elections, kv, txn,
@@ -6,7 +6,7 @@
 //! - `wait.rs`: held-open acquires, the replicated deadline and the cancel of abandoned waits.
 //! - `wire.rs`: request and response shapes (`deny_unknown_fields`), converted by hand.
 //! - `extract.rs`: extractors that turn bad input into a 4xx; names, admin token.
-//! - `error.rs`: [`ApiError`], the one mapping to status codes and the SPEC error shape.
+//! - `error.rs`: [`ApiError`], the one mapping to status codes and the spec error shape.
 //! - `metrics.rs`, `openapi.rs`, `state.rs`.
 //!
 //! Only this crate knows HTTP and JSON on the server side.

@@ -86,7 +86,7 @@ pub enum Reply {
     Fail {
         /// Status code.
         status: u16,
-        /// The SPEC error code.
+        /// The spec's error code.
         code: String,
         /// The body.
         body: Value,

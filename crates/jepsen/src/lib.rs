@@ -1,6 +1,6 @@
 //! Jepsen-style harness for baton: a real cluster in network namespaces on this machine,
 //! concurrent clients, faults on a seeded schedule, a recorded history, and one checker
-//! per guarantee of SPEC §5. See `docs/jepsen.md`.
+//! per guarantee of spec §5. See `docs/jepsen.md`.
 //!
 //! # Layout
 //! - `cluster.rs`: namespaces, bridge, iptables partitions, server processes, libfaketime

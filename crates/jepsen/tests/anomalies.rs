@@ -471,7 +471,7 @@ fn two_grants_with_the_same_fence_are_a_duplicate_revision() {
 }
 
 /// One lease end frees two locks and grants both waiters in one revision: a shared fence
-/// across different locks is SPEC's handoff rule (`docs/decisions.md` #46); within one
+/// across different locks is the spec's handoff rule (`docs/decisions.md` #46); within one
 /// lock it is a double grant, and a write never shares a revision with a grant.
 #[test]
 fn grants_of_different_locks_may_share_a_revision_but_nothing_else_may() {

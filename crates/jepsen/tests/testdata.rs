@@ -1,5 +1,6 @@
-//! The checker gives the known answer for every history in `../shared/testdata`: 102 Jepsen
-//! etcd register histories (23 linearizable, 79 not) and Porcupine's key-value histories.
+//! The checker gives the known answer for every history in `crates/jepsen/testdata` (see its
+//! README for where each set comes from): 102 Jepsen etcd register histories (23
+//! linearizable, 79 not) and Porcupine's key-value histories.
 
 use jepsen::checker::linear::{Verdict, check, check_partitions};
 use jepsen::checker::models::{CasRegister, KvKey};
@@ -8,12 +9,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 fn testdata() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata");
-    assert!(
-        dir.is_dir(),
-        "../shared/testdata must sit beside the project: {}",
-        dir.display()
-    );
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata");
+    assert!(dir.is_dir(), "missing {}", dir.display());
     dir
 }
 

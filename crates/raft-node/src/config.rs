@@ -52,7 +52,7 @@ pub struct NodeConfig {
     pub batches_in_flight_max: usize,
     /// How often the leader checkpoints remaining lease TTLs through the log.
     pub lease_checkpoint_interval_ms: u64,
-    /// Limits on client input (SPEC §3); `ttl_ms_min` must cover two election timeouts.
+    /// Limits on client input (spec §3); `ttl_ms_min` must cover two election timeouts.
     pub limits: Limits,
     /// sled's page cache.
     pub sled_cache_bytes: u64,
@@ -63,7 +63,7 @@ pub struct NodeConfig {
 }
 
 impl NodeConfig {
-    /// A single-node cluster with SPEC §4's defaults for addresses and timing.
+    /// A single-node cluster with spec §4's defaults for addresses and timing.
     pub fn single(id: NodeId, addr: NodeAddr, data_dir: impl Into<PathBuf>) -> NodeConfig {
         NodeConfig {
             id,
@@ -91,7 +91,7 @@ impl NodeConfig {
         }
     }
 
-    /// The SPEC §4 default: node 1, API on 127.0.0.1:7070, peers on 127.0.0.1:7071,
+    /// The spec §4 default: node 1, API on 127.0.0.1:7070, peers on 127.0.0.1:7071,
     /// data in `./baton-data`.
     pub fn default_single() -> NodeConfig {
         let addr = NodeAddr {
@@ -113,8 +113,8 @@ impl NodeConfig {
         if self.election_timeout_max_ms <= self.election_timeout_min_ms {
             return bad("election_timeout_max_ms must exceed election_timeout_min_ms".into());
         }
-        // SPEC §3: TTLs are at least twice the election timeout. The floor is checked
-        // against the lower end of the range so that SPEC's 1 000 ms minimum holds with the
+        // spec §3: TTLs are at least twice the election timeout. The floor is checked
+        // against the lower end of the range so that the spec's 1 000 ms minimum holds with the
         // default 500–1000 ms elections; expiry is never early whatever the TTL, a short
         // TTL only risks expiring during a slow failover.
         if self.limits.ttl_ms_min < 2 * self.election_timeout_min_ms {

@@ -6,7 +6,7 @@
 /// snapshot decoding.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
-    /// A field breaks a rule of SPEC §3 (maps to 400 `bad_request`).
+    /// A field breaks a rule of spec §3 (maps to 400 `bad_request`).
     #[error("{field}: {reason}")]
     Invalid {
         /// The offending field.

@@ -1,4 +1,4 @@
-//! The pure, deterministic state machine of baton (SPEC §2).
+//! The pure, deterministic state machine of baton (spec §2).
 //!
 //! One entry point, [`StateMachine::apply`], takes a [`Proposal`] (a [`Command`] and an
 //! optional idempotency key) and returns an [`Applied`]: the revision, a [`Response`] and

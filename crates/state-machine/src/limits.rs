@@ -1,7 +1,7 @@
 //! Every bound of the state machine, with units last in the names.
 //!
 //! Two kinds of bound live here:
-//! - [`Limits`]: the SPEC §3 limits on client input, configurable per deployment and checked
+//! - [`Limits`]: the spec §3 limits on client input, configurable per deployment and checked
 //!   at the edge (by [`Command::validate`](crate::Command::validate)) before a command is
 //!   proposed. They are not consulted by `apply`, so nodes with different settings still
 //!   apply the log identically.
@@ -12,7 +12,7 @@
 use crate::error::Error;
 use serde::{Deserialize, Serialize};
 
-/// Limits on client input (SPEC §3). Violations are 400 or 413, never a crash.
+/// Limits on client input (spec §3). Violations are 400 or 413, never a crash.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Longest key, lock, semaphore, election or prefix name.

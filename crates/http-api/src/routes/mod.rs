@@ -1,4 +1,4 @@
-//! One module per resource of SPEC §3.
+//! One module per resource of spec §3.
 
 pub(crate) mod cluster;
 pub(crate) mod elections;

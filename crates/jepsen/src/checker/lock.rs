@@ -1,4 +1,4 @@
-//! Locks, semaphores and elections (SPEC §5.1, 5.2, 5.4): no lost update through the
+//! Locks, semaphores and elections (spec §5.1, 5.2, 5.4): no lost update through the
 //! fence, no early grant while the previous holder's lease must still live, fences in
 //! real-time order (see `register::revisions`), try-lock linearizability against a fenced
 //! owner-mutex, FIFO grants in the server's log, semaphore limits, one leader per fence.

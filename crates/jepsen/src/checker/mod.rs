@@ -1,4 +1,4 @@
-//! Checkers, one per guarantee of SPEC §5. Each is a pure function of the history (and of
+//! Checkers, one per guarantee of spec §5. Each is a pure function of the history (and of
 //! the server's own event log read back at the end), so re-checking a saved run gives the
 //! same report.
 
@@ -62,7 +62,7 @@ impl Anomaly {
 pub struct CheckResult {
     /// The checker's name.
     pub name: String,
-    /// The guarantee it checks (SPEC §5 item).
+    /// The guarantee it checks (spec §5 item).
     pub guarantee: String,
     /// Its verdict.
     pub valid: Validity,

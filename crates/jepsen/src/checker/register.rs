@@ -1,5 +1,5 @@
 //! Keys: linearizability of read/write/CAS per key (the search), the cheap checks the
-//! server's revisions allow (SPEC §5.3), and durability of acknowledged writes (§5.5).
+//! server's revisions allow (spec §5.3), and durability of acknowledged writes (§5.5).
 
 use super::linear::{self, Operation, Verdict};
 use super::models::{RegIn, RegOut, RevRegister};

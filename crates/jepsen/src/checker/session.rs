@@ -1,4 +1,4 @@
-//! Leases (SPEC §5.6): never gone before TTL after the last acknowledged keepalive, and
+//! Leases (spec §5.6): never gone before TTL after the last acknowledged keepalive, and
 //! gone within TTL + checkpoint interval + election timeout after keepalives stop.
 
 use super::{Anomaly, CheckConfig, CheckResult};

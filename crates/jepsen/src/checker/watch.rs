@@ -1,4 +1,4 @@
-//! Watches (SPEC §5.7), against the server's own log read back from revision 1: every
+//! Watches (spec §5.7), against the server's own log read back from revision 1: every
 //! stretch of a watch is in revision order, without duplicates, matches its filter, and
 //! holds exactly the logged events from its start revision to the last one it received
 //! (so nothing was skipped and a resumed watch starts at the right place); the log agrees

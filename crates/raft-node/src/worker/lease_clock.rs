@@ -1,4 +1,4 @@
-//! The leader's lease clock (SPEC §2). Only the leader keeps deadlines, on its monotonic
+//! The leader's lease clock (spec §2). Only the leader keeps deadlines, on its monotonic
 //! clock; nothing here is replicated except the commands it proposes:
 //! - `LeaseExpire` when a lease's deadline passes (after re-confirming leadership),
 //! - `AcquireTimeout` when a blocking acquire's wait ends,
@@ -70,7 +70,7 @@ pub(crate) enum Due {
 
 /// TEST ONLY, the Jepsen harness's canary: with `BATON_UNSAFE_EXPIRE_EARLY=1` in the
 /// environment the leader ends every lease a quarter of its TTL after each reset, breaking
-/// SPEC §2 on purpose so the harness can show that it notices. Off unless set.
+/// spec §2 on purpose so the harness can show that it notices. Off unless set.
 fn unsafe_expire_early() -> bool {
     static FLAG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *FLAG.get_or_init(|| {

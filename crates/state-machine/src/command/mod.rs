@@ -45,7 +45,7 @@ impl From<Command> for Proposal {
 }
 
 impl Proposal {
-    /// Checks the key and the command against the SPEC §3 limits.
+    /// Checks the key and the command against the spec §3 limits.
     pub fn validate(&self, limits: &Limits) -> Result<(), Error> {
         if let Some(key) = &self.idempotency_key {
             limits.check_idempotency_key(key)?;
@@ -100,7 +100,7 @@ pub enum Command {
 }
 
 impl Command {
-    /// Checks the command against the SPEC §3 limits; a failure must never be proposed.
+    /// Checks the command against the spec §3 limits; a failure must never be proposed.
     pub fn validate(&self, limits: &Limits) -> Result<(), Error> {
         match self {
             Command::LeaseGrant(c) => c.validate(limits),
