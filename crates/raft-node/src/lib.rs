@@ -1,7 +1,8 @@
 //! The baton state machine replicated with openraft 0.9 over sled.
 //!
 //! # Layout
-//! - `types.rs`: openraft's type configuration (`Batch` in, `BatchReply` out, `NodeAddr`).
+//! - `types.rs`: openraft's type configuration (`Batch` in, `BatchReply` out, `NodeAddr`),
+//!   and `leading_term`, the one reading of "this node leads" from Raft metrics.
 //! - `config.rs`: `NodeConfig` (validated) and `cluster.toml`.
 //! - `store/`: the only code that knows sled: the log store and the state-machine store.
 //! - `codec.rs`: bincode for the log, snapshots and peer bodies.
@@ -9,8 +10,9 @@
 //! - `node.rs`: [`Node`]: start, propose (batched, forwarded), read, keepalive, status,
 //!   membership, shutdown.
 //! - `network/`: peer RPC client and server (Raft RPCs and forwarding to the leader).
-//! - `worker/`: the proposer (group commit), the reader (read-index coalescing) and the
-//!   lease clock (leader-only deadlines).
+//! - `worker/`: the proposer (group commit), the reader (read-index coalescing), snapshot
+//!   pacing and the lease clock (`lease_clock/`: the task, its pure `deadlines`, and the
+//!   `ClockPort` through which it sees the node).
 
 // openraft's StorageError and axum's Response are large, and the storage traits and
 // handlers must return them as they are.

@@ -7,16 +7,18 @@ use crate::config::NodeConfig;
 use crate::error::NodeError;
 use crate::network::{self, NetworkFactory, PeerClient, PeerError, PeerFailure};
 use crate::store::{self, AppliedBatch, AppliedProgress, SmShared};
-use crate::types::{ClientWriteError, NodeAddr, NodeId, Raft, RaftError};
-use crate::worker::lease_clock::{self, ClockRequest, KeepaliveAnswer};
+use crate::types::{
+    ClientWriteError, NodeAddr, NodeId, Raft, RaftError, RaftMetrics, leading_term,
+};
+use crate::worker::lease_clock::{self, ClockConfig, ClockPort, ClockRequest, KeepaliveAnswer};
 use crate::worker::proposer::{self, BatchBounds, Pending};
 use crate::worker::reader::{self, ReadReply};
 use crate::worker::snapshot;
 use baton_state_machine::{
     Applied, Command, LeaseCheckpoint, LeaseId, Proposal, Revision, StateMachine,
 };
+use openraft::ChangeMembers;
 use openraft::error::{ChangeMembershipError, InitializeError};
-use openraft::{ChangeMembers, ServerState};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -206,7 +208,13 @@ impl Node {
             inner.config.snapshot_logs_since_last,
             cancel.clone(),
         ));
-        tracker.spawn(lease_clock::run(self.clone(), clock_queue, cancel));
+        let clock_config = ClockConfig::new(&inner.config);
+        tracker.spawn(lease_clock::run(
+            self.clone(),
+            clock_config,
+            clock_queue,
+            cancel,
+        ));
     }
 
     async fn bootstrap(&self) -> Result<(), NodeError> {
@@ -248,15 +256,9 @@ impl Node {
         &self.inner.raft
     }
 
-    pub(crate) fn sm(&self) -> &SmShared {
-        &self.inner.sm
-    }
-
     /// Whether this node is the leader right now (as far as it knows).
     pub fn is_leader(&self) -> bool {
-        let m = self.inner.raft.metrics();
-        let m = m.borrow();
-        m.state == ServerState::Leader && m.current_leader == Some(self.id())
+        leading_term(&self.inner.raft.metrics().borrow()).is_some()
     }
 
     /// The leader this node knows of, with its addresses.
@@ -302,12 +304,9 @@ impl Node {
         Ok(index)
     }
 
+    /// A read index confirmed by a quorum, on this node, which must be the leader.
     pub(crate) async fn read_index_here(&self) -> Result<u64, NodeError> {
-        if !self.is_leader() {
-            return Err(NodeError::ForwardToLeader {
-                leader: self.leader(),
-            });
-        }
+        self.require_leader()?;
         let (reply, answer) = oneshot::channel();
         self.inner
             .reads
@@ -338,6 +337,7 @@ impl Node {
         self.routed(lease, Route::Keepalive).await
     }
 
+    /// Keeps a lease alive on this node's clock; this node must be the confirmed leader.
     pub(crate) async fn keepalive_here(&self, lease: LeaseId) -> Result<Option<u64>, NodeError> {
         // Only a confirmed leader may acknowledge: a deposed one must not extend a lease.
         self.read_index_here().await?;
@@ -381,15 +381,12 @@ impl Node {
         self.routed(lease, Route::Remaining).await
     }
 
+    /// The lease's remaining TTL on this node's clock; this node must be the leader.
     pub(crate) async fn lease_remaining_here(
         &self,
         lease: LeaseId,
     ) -> Result<Option<u64>, NodeError> {
-        if !self.is_leader() {
-            return Err(NodeError::ForwardToLeader {
-                leader: self.leader(),
-            });
-        }
+        self.require_leader()?;
         let (reply, answer) = oneshot::channel();
         self.inner
             .clock
@@ -508,6 +505,8 @@ impl Node {
         Ok(())
     }
 
+    /// `Ok` if this node is the leader as far as it knows, else where to forward. Every
+    /// leader-only path starts here; a quorum confirms it with `read_index_here`.
     fn require_leader(&self) -> Result<(), NodeError> {
         if self.is_leader() {
             Ok(())
@@ -613,6 +612,32 @@ impl Node {
         tokio::time::sleep(Duration::from_millis(self.inner.config.heartbeat_ms)).await;
         let wait = Duration::from_millis(self.inner.config.election_timeout_min_ms);
         let _ = tokio::time::timeout(wait, metrics.changed()).await;
+    }
+}
+
+/// The lease clock's view of the node: it sees the node only through this port.
+impl ClockPort for Node {
+    fn metrics(&self) -> watch::Receiver<RaftMetrics> {
+        self.inner.raft.metrics()
+    }
+
+    fn events(&self) -> broadcast::Receiver<Arc<AppliedBatch>> {
+        self.inner.sm.events()
+    }
+
+    fn query<R>(&self, f: impl FnOnce(&StateMachine) -> R) -> R {
+        self.inner.sm.query(f)
+    }
+
+    fn confirm_leadership(&self) -> impl Future<Output = Result<u64, NodeError>> + Send {
+        self.read_index_here()
+    }
+
+    fn propose_here(
+        &self,
+        proposal: Proposal,
+    ) -> impl Future<Output = Result<Applied, NodeError>> + Send {
+        Node::propose_here(self, proposal)
     }
 }
 

@@ -1,4 +1,5 @@
-//! openraft's type configuration for baton, and short names for its generic types.
+//! openraft's type configuration for baton, short names for its generic types, and the one
+//! reading of leadership from Raft metrics ([`leading_term`]).
 
 use baton_state_machine::{Applied, Proposal};
 use serde::{Deserialize, Serialize};
@@ -73,3 +74,12 @@ pub type RpcError<E = openraft::error::Infallible> =
 pub type ClientWriteError = openraft::error::ClientWriteError<NodeId, NodeAddr>;
 /// The read-index error.
 pub type CheckIsLeaderError = openraft::error::CheckIsLeaderError<NodeId, NodeAddr>;
+
+/// The term this node leads, as its own Raft metrics show: `Some(term)` when it is the leader
+/// and names itself leader, `None` otherwise. The crate's one leadership check; a quorum
+/// confirms it with a read index (`worker::reader::read_index`).
+pub(crate) fn leading_term(metrics: &RaftMetrics) -> Option<u64> {
+    let leads = metrics.state == openraft::ServerState::Leader
+        && metrics.current_leader == Some(metrics.id);
+    leads.then_some(metrics.current_term)
+}

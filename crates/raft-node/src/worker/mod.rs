@@ -1,5 +1,6 @@
-//! Background jobs of a node. Each file owns one job; its doc says what it owns, what wakes
-//! it and how it stops. All run under the node's `CancellationToken` and `TaskTracker`.
+//! Background jobs of a node. Each file owns one job (the lease clock a directory: its task,
+//! its pure bookkeeping and its port to the node); its doc says what it owns, what wakes it
+//! and how it stops. All run under the node's `CancellationToken` and `TaskTracker`.
 
 pub(crate) mod lease_clock;
 pub(crate) mod proposer;

@@ -16,19 +16,26 @@ use tokio_util::task::TaskTracker;
 
 /// A proposal waiting for its entry, and where its answer goes.
 pub(crate) struct Pending {
+    /// The proposal.
     pub(crate) proposal: Proposal,
+    /// Its encoded size, counted against `BatchBounds::bytes_max`.
     pub(crate) bytes: usize,
+    /// Where its own `Applied` (or why there is none) goes.
     pub(crate) reply: oneshot::Sender<Result<Applied, NodeError>>,
 }
 
 /// Bounds of one batch and of the pipeline.
 #[derive(Clone, Copy)]
 pub(crate) struct BatchBounds {
+    /// Proposals in one entry.
     pub(crate) proposals_max: usize,
+    /// Encoded bytes of proposals in one entry (a bigger single proposal goes alone).
     pub(crate) bytes_max: usize,
+    /// Entries proposed whose outcome is not known yet.
     pub(crate) in_flight_max: usize,
 }
 
+/// The proposer task: batches the queue into entries until `cancel`.
 pub(crate) async fn run(
     raft: Raft,
     mut queue: mpsc::Receiver<Pending>,

@@ -13,8 +13,10 @@ use tokio_util::sync::CancellationToken;
 /// Rounds tried before a read is answered `Unavailable`.
 const ROUNDS_MAX: u32 = 3;
 
+/// Where a read index (or why there is none) goes.
 pub(crate) type ReadReply = oneshot::Sender<Result<u64, NodeError>>;
 
+/// The reader task: answers queued reads one quorum round at a time until `cancel`.
 pub(crate) async fn run(
     raft: Raft,
     mut queue: mpsc::Receiver<ReadReply>,

@@ -26,6 +26,7 @@ pub(crate) fn due(entries: u64, floor: u64, commands: u64, items: u64) -> bool {
     entries >= floor && commands.saturating_mul(COMMANDS_PER_ITEM) >= items
 }
 
+/// The snapshot task: asks openraft for a snapshot whenever [`due`] says so, until `cancel`.
 pub(crate) async fn run(raft: Raft, sm: Arc<SmShared>, floor: u64, cancel: CancellationToken) {
     let mut progress = sm.progress();
     let metrics = raft.metrics();

@@ -1,0 +1,631 @@
+//! The lease clock's bookkeeping: which deadline ends when, and what becomes due. Pure:
+//! every function takes `now` (a `std::time::Instant` on the leader's monotonic clock) and
+//! the applied state as arguments; nothing here reads a clock or the environment, spawns
+//! or awaits, so its tests are plain `#[test]`s.
+//!
+//! On promotion every lease starts at `now + min(ttl, checkpointed remaining + election
+//! timeout)`, every pending wait at `now + wait_ms` and every lock-delay at `now + delay`;
+//! on demotion everything is forgotten. Keepalives reset deadlines in memory only.
+//!
+//! Owns: the deadlines and the leases whose expiry or checkpoint is proposed.
+//! Woken by: nothing; the clock task calls it. Stops: with the task that holds it.
+
+use baton_state_machine::{
+    AcquireTimeout, Command, EventKind, LeaseExpire, LeaseId, LockDelayElapsed, ResourceId,
+    Revision, StateMachine,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+/// The clock's answer to a keepalive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KeepaliveAnswer {
+    /// The deadline is reset to now + `ttl_ms`. If `reset_checkpoint`, a checkpoint of this
+    /// lease was proposed or recorded since its last reset, and the node must commit a reset
+    /// before acknowledging (or a new leader could end the lease early).
+    Ack { ttl_ms: u64, reset_checkpoint: bool },
+    /// The lease's expiry is already proposed.
+    Gone,
+    /// This node's clock is not (yet) the leader's.
+    NotLeader,
+}
+
+/// How lease deadlines are set. Decided once when the node starts, never per call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Expiry {
+    /// A lease ends `ttl` after its last reset (spec §2).
+    #[default]
+    OnTime,
+    /// TEST ONLY, the Jepsen harness's canary: a lease ends a quarter of its TTL after each
+    /// reset, breaking spec §2 on purpose so the harness can show that it notices.
+    UnsafeEarly,
+}
+
+/// Something that becomes due, and the command the clock proposes for it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Due {
+    /// A lease's TTL has passed since its last reset.
+    Lease(LeaseId),
+    /// A blocking acquire's wait is over.
+    Wait {
+        resource: ResourceId,
+        lease: LeaseId,
+        owner: String,
+        enqueued: Revision,
+    },
+    /// A lock-delay is over.
+    Delay {
+        resource: ResourceId,
+        since: Revision,
+    },
+}
+
+impl Due {
+    /// The command that ends it: `LeaseExpire`, `AcquireTimeout` or `LockDelayElapsed`.
+    pub(crate) fn command(&self) -> Command {
+        match self.clone() {
+            Due::Lease(lease) => Command::LeaseExpire(LeaseExpire { lease }),
+            Due::Wait {
+                resource,
+                lease,
+                owner,
+                enqueued,
+            } => Command::AcquireTimeout(AcquireTimeout {
+                resource,
+                lease,
+                owner,
+                enqueued,
+            }),
+            Due::Delay { resource, since } => {
+                Command::LockDelayElapsed(LockDelayElapsed { resource, since })
+            }
+        }
+    }
+}
+
+/// Deadlines keyed for rescheduling and ordered for firing.
+#[derive(Default)]
+pub(crate) struct Deadlines {
+    expiry: Expiry,
+    order: BTreeSet<(Instant, Due)>,
+    leases: BTreeMap<LeaseId, (Instant, u64)>,
+    waits: BTreeMap<(ResourceId, LeaseId, String), (Instant, Revision)>,
+    delays: BTreeMap<ResourceId, (Instant, Revision)>,
+    /// Leases whose expiry is proposed, with their TTL: a keepalive must not resurrect them.
+    expiring: BTreeMap<LeaseId, u64>,
+    /// Leases with a checkpoint proposed or recorded since their last reset.
+    checkpointed: BTreeSet<LeaseId>,
+}
+
+impl Deadlines {
+    /// No deadlines; leases will be set according to `expiry`.
+    pub(crate) fn new(expiry: Expiry) -> Deadlines {
+        Deadlines {
+            expiry,
+            ..Deadlines::default()
+        }
+    }
+
+    /// Forgets every deadline (on demotion, or before re-arming).
+    pub(crate) fn clear(&mut self) {
+        *self = Deadlines::new(self.expiry);
+    }
+
+    /// How many leases have a deadline.
+    pub(crate) fn lease_count(&self) -> usize {
+        self.leases.len()
+    }
+
+    /// Sets a lease's deadline at `at` (replacing any), with its TTL.
+    pub(crate) fn set_lease(&mut self, lease: LeaseId, at: Instant, ttl_ms: u64) {
+        let at = match self.expiry {
+            Expiry::OnTime => at,
+            Expiry::UnsafeEarly => at
+                .checked_sub(Duration::from_millis(ttl_ms * 3 / 4))
+                .unwrap_or(at),
+        };
+        if let Some((old, _)) = self.leases.insert(lease, (at, ttl_ms)) {
+            self.order.remove(&(old, Due::Lease(lease)));
+        }
+        self.order.insert((at, Due::Lease(lease)));
+    }
+
+    /// Forgets a lease that is revoked or expired, with its proposed expiry or checkpoint.
+    pub(crate) fn forget_lease(&mut self, lease: LeaseId) {
+        if let Some((at, _)) = self.leases.remove(&lease) {
+            self.order.remove(&(at, Due::Lease(lease)));
+        }
+        self.expiring.remove(&lease);
+        self.checkpointed.remove(&lease);
+    }
+
+    /// A keepalive: the deadline moves to `now + ttl` unless the expiry is proposed.
+    pub(crate) fn keepalive(
+        &mut self,
+        lease: LeaseId,
+        ttl_ms: u64,
+        now: Instant,
+    ) -> KeepaliveAnswer {
+        if self.expiring.contains_key(&lease) {
+            return KeepaliveAnswer::Gone;
+        }
+        self.set_lease(lease, now + Duration::from_millis(ttl_ms), ttl_ms);
+        KeepaliveAnswer::Ack {
+            ttl_ms,
+            reset_checkpoint: self.checkpointed.remove(&lease),
+        }
+    }
+
+    /// A lease's remaining TTL at `now`, if it has a deadline.
+    pub(crate) fn remaining_ms(&self, lease: LeaseId, now: Instant) -> Option<u64> {
+        let (at, _) = self.leases.get(&lease)?;
+        Some(at.saturating_duration_since(now).as_millis() as u64)
+    }
+
+    /// Sets the end of a queued acquire's wait at `at` (replacing any).
+    pub(crate) fn set_wait(
+        &mut self,
+        resource: ResourceId,
+        lease: LeaseId,
+        owner: String,
+        enqueued: Revision,
+        at: Instant,
+    ) {
+        self.forget_wait(&resource, lease, &owner);
+        let key = (resource.clone(), lease, owner.clone());
+        self.waits.insert(key, (at, enqueued));
+        let due = Due::Wait {
+            resource,
+            lease,
+            owner,
+            enqueued,
+        };
+        self.order.insert((at, due));
+    }
+
+    /// Forgets a wait that ended otherwise (granted or cancelled).
+    pub(crate) fn forget_wait(&mut self, resource: &ResourceId, lease: LeaseId, owner: &str) {
+        let key = (resource.clone(), lease, owner.to_owned());
+        if let Some((at, enqueued)) = self.waits.remove(&key) {
+            let (resource, lease, owner) = key;
+            let due = Due::Wait {
+                resource,
+                lease,
+                owner,
+                enqueued,
+            };
+            self.order.remove(&(at, due));
+        }
+    }
+
+    /// Sets the end of a resource's lock-delay, started at revision `since`, at `at`.
+    pub(crate) fn set_delay(&mut self, resource: ResourceId, since: Revision, at: Instant) {
+        if let Some((old_at, old_since)) = self.delays.insert(resource.clone(), (at, since)) {
+            self.order.remove(&(
+                old_at,
+                Due::Delay {
+                    resource: resource.clone(),
+                    since: old_since,
+                },
+            ));
+        }
+        self.order.insert((at, Due::Delay { resource, since }));
+    }
+
+    /// Forgets a lock-delay that ended.
+    pub(crate) fn forget_delay(&mut self, resource: &ResourceId) {
+        if let Some((at, since)) = self.delays.remove(resource) {
+            self.order.remove(&(
+                at,
+                Due::Delay {
+                    resource: resource.clone(),
+                    since,
+                },
+            ));
+        }
+    }
+
+    /// The earliest deadline.
+    pub(crate) fn next(&self) -> Option<Instant> {
+        self.order.first().map(|(at, _)| *at)
+    }
+
+    /// Removes and returns everything due at `now`. Due leases are marked expiring.
+    pub(crate) fn take_due(&mut self, now: Instant) -> Vec<Due> {
+        let mut due = Vec::new();
+        while let Some((at, _)) = self.order.first() {
+            if *at > now {
+                break;
+            }
+            let Some((_, d)) = self.order.pop_first() else {
+                break;
+            };
+            match &d {
+                Due::Lease(l) => {
+                    if let Some((_, ttl_ms)) = self.leases.remove(l) {
+                        self.expiring.insert(*l, ttl_ms);
+                    }
+                }
+                Due::Wait {
+                    resource,
+                    lease,
+                    owner,
+                    ..
+                } => {
+                    self.waits
+                        .remove(&(resource.clone(), *lease, owner.clone()));
+                }
+                Due::Delay { resource, .. } => {
+                    self.delays.remove(resource);
+                }
+            }
+            due.push(d);
+        }
+        due
+    }
+
+    /// An expiry proposal failed (e.g. leadership lost mid-way): try again at `at`.
+    pub(crate) fn retry_lease(&mut self, lease: LeaseId, at: Instant) {
+        // It stays marked expiring: its deadline has passed and the failed proposal may
+        // still commit, so no keepalive may be acknowledged for it any more.
+        if let Some(ttl_ms) = self.expiring.get(&lease).copied() {
+            self.set_lease(lease, at, ttl_ms);
+        }
+    }
+
+    /// Puts back what was due but not proposed, to fire again at `at`.
+    pub(crate) fn requeue(&mut self, due: Vec<Due>, at: Instant) {
+        for d in due {
+            match d {
+                Due::Lease(lease) => self.retry_lease(lease, at),
+                Due::Wait {
+                    resource,
+                    lease,
+                    owner,
+                    enqueued,
+                } => self.set_wait(resource, lease, owner, enqueued, at),
+                Due::Delay { resource, since } => self.set_delay(resource, since, at),
+            }
+        }
+    }
+
+    /// Leases to checkpoint: those not kept alive within the last `interval` (remaining <
+    /// ttl − interval), with their remaining TTL. Recently kept-alive leases are skipped:
+    /// a new leader's `now + ttl` still ends them within ttl + interval + election timeout
+    /// of their last keepalive.
+    /// The leases chosen are remembered until their next keepalive.
+    pub(crate) fn checkpoint(&mut self, now: Instant, interval_ms: u64) -> Vec<(LeaseId, u64)> {
+        let chosen: Vec<(LeaseId, u64)> = self
+            .leases
+            .iter()
+            .filter_map(|(lease, (at, ttl_ms))| {
+                let remaining = at.saturating_duration_since(now).as_millis() as u64;
+                (remaining + interval_ms < *ttl_ms).then_some((*lease, remaining))
+            })
+            .collect();
+        self.checkpointed.extend(chosen.iter().map(|(l, _)| *l));
+        chosen
+    }
+
+    /// After missed events: `fresh` (promoted from the current state) replaces these
+    /// deadlines, except that what these already knew is kept: a lease's deadline, and
+    /// which leases are checkpointed or expiring. What was missed is armed as if newly seen.
+    pub(crate) fn resync(&mut self, mut fresh: Deadlines) {
+        for (lease, (at, ttl)) in &self.leases {
+            if fresh.leases.contains_key(lease) {
+                fresh.set_lease(*lease, *at, *ttl);
+            }
+        }
+        fresh.checkpointed.extend(self.checkpointed.iter().copied());
+        fresh
+            .expiring
+            .extend(self.expiring.iter().map(|(l, t)| (*l, *t)));
+        *self = fresh;
+    }
+}
+
+/// Starting deadlines on promotion, from the applied state.
+pub(crate) fn promote(
+    d: &mut Deadlines,
+    sm: &StateMachine,
+    now: Instant,
+    election_timeout_ms: u64,
+) {
+    d.clear();
+    for entry in sm.lease_clock() {
+        let start_ms = entry.checkpoint_remaining_ms.map_or(entry.ttl_ms, |r| {
+            entry.ttl_ms.min(r.saturating_add(election_timeout_ms))
+        });
+        d.set_lease(
+            entry.lease,
+            now + Duration::from_millis(start_ms),
+            entry.ttl_ms,
+        );
+        if entry.checkpoint_remaining_ms.is_some() {
+            d.checkpointed.insert(entry.lease);
+        }
+    }
+    for w in sm.pending_waits() {
+        d.set_wait(
+            w.resource,
+            w.lease,
+            w.owner,
+            w.enqueued,
+            now + Duration::from_millis(w.wait_ms),
+        );
+    }
+    for (resource, delay) in sm.pending_lock_delays() {
+        d.set_delay(
+            resource,
+            delay.since,
+            now + Duration::from_millis(delay.delay_ms),
+        );
+    }
+}
+
+/// Follows one applied event on the leader.
+pub(crate) fn observe(d: &mut Deadlines, revision: Revision, kind: &EventKind, now: Instant) {
+    match kind {
+        EventKind::LeaseGranted { lease, ttl_ms } => {
+            d.set_lease(*lease, now + Duration::from_millis(*ttl_ms), *ttl_ms);
+        }
+        EventKind::LeaseRevoked { lease } | EventKind::LeaseExpired { lease } => {
+            d.forget_lease(*lease)
+        }
+        EventKind::Queued {
+            resource,
+            lease,
+            owner,
+            wait_ms,
+            ..
+        } if *wait_ms > 0 => {
+            let at = now + Duration::from_millis(*wait_ms);
+            d.set_wait(resource.clone(), *lease, owner.clone(), revision, at);
+        }
+        EventKind::Granted {
+            resource,
+            lease,
+            owner,
+            enqueued: Some(_),
+            ..
+        }
+        | EventKind::Cancelled {
+            resource,
+            lease,
+            owner,
+            ..
+        } => d.forget_wait(resource, *lease, owner),
+        EventKind::DelayStarted { resource, delay_ms } => {
+            d.set_delay(
+                resource.clone(),
+                revision,
+                now + Duration::from_millis(*delay_ms),
+            );
+        }
+        EventKind::DelayEnded { resource } => d.forget_delay(resource),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_state_machine::{Demand, LeaseCheckpoint, LeaseGrant, Response};
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn grant(sm: &mut StateMachine, ttl_ms: u64) -> LeaseId {
+        match sm
+            .apply_command(Command::LeaseGrant(LeaseGrant { ttl_ms }))
+            .response
+        {
+            Response::LeaseGranted { lease, .. } => lease,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn promotion_starts_each_lease_at_min_of_ttl_and_checkpoint_plus_election_timeout() {
+        let mut sm = StateMachine::default();
+        let checkpointed = grant(&mut sm, 5_000);
+        let fresh = grant(&mut sm, 5_000);
+        let nearly_full = grant(&mut sm, 5_000);
+        sm.apply_command(Command::LeaseCheckpoint(LeaseCheckpoint {
+            remaining_ms: vec![(checkpointed, 300), (nearly_full, 4_900)],
+        }));
+        let now = Instant::now();
+        let mut d = Deadlines::default();
+        promote(&mut d, &sm, now, 500);
+        assert_eq!(d.remaining_ms(checkpointed, now), Some(800));
+        assert_eq!(d.remaining_ms(fresh, now), Some(5_000));
+        assert_eq!(
+            d.remaining_ms(nearly_full, now),
+            Some(5_000),
+            "never beyond the TTL"
+        );
+        // A checkpointed lease needs a reset before its next keepalive is acknowledged.
+        assert!(matches!(
+            d.keepalive(checkpointed, 5_000, now),
+            KeepaliveAnswer::Ack {
+                reset_checkpoint: true,
+                ..
+            }
+        ));
+        assert!(matches!(
+            d.keepalive(fresh, 5_000, now),
+            KeepaliveAnswer::Ack {
+                reset_checkpoint: false,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn lease_is_due_only_after_its_ttl_since_the_last_keepalive() {
+        let lease = LeaseId(1);
+        let start = Instant::now();
+        let mut d = Deadlines::default();
+        d.set_lease(lease, start + ms(1_000), 1_000);
+        d.keepalive(lease, 1_000, start + ms(900));
+        assert!(
+            d.take_due(start + ms(1_899)).is_empty(),
+            "not due before ttl after the keepalive"
+        );
+        let now = start + ms(1_900);
+        assert_eq!(d.take_due(now), vec![Due::Lease(lease)]);
+        // Its expiry is proposed: a keepalive must not bring it back...
+        assert_eq!(d.keepalive(lease, 1_000, now), KeepaliveAnswer::Gone);
+        // A failed proposal is retried, and the lease stays past its deadline: the
+        // failed proposal may still commit, so keepalives are still refused.
+        d.retry_lease(lease, now + ms(50));
+        assert_eq!(d.next(), Some(now + ms(50)));
+        assert_eq!(d.keepalive(lease, 1_000, now), KeepaliveAnswer::Gone);
+        assert_eq!(d.take_due(now + ms(50)), vec![Due::Lease(lease)]);
+    }
+
+    #[test]
+    fn the_unsafe_canary_ends_a_lease_a_quarter_of_its_ttl_after_each_reset() {
+        let lease = LeaseId(1);
+        let now = Instant::now();
+        let mut safe = Deadlines::new(Expiry::OnTime);
+        let mut early = Deadlines::new(Expiry::UnsafeEarly);
+        safe.keepalive(lease, 1_000, now);
+        early.keepalive(lease, 1_000, now);
+        assert_eq!(safe.remaining_ms(lease, now), Some(1_000));
+        assert_eq!(early.remaining_ms(lease, now), Some(250));
+        early.clear();
+        early.keepalive(lease, 1_000, now);
+        assert_eq!(
+            early.remaining_ms(lease, now),
+            Some(250),
+            "kept across a clear"
+        );
+    }
+
+    #[test]
+    fn checkpoint_skips_leases_kept_alive_within_the_interval() {
+        let lease = LeaseId(1);
+        let start = Instant::now();
+        let mut d = Deadlines::default();
+        d.keepalive(lease, 5_000, start);
+        assert!(d.checkpoint(start + ms(1_000), 2_000).is_empty());
+        let now = start + ms(3_500);
+        assert_eq!(d.checkpoint(now, 2_000), vec![(lease, 1_500)]);
+        assert!(matches!(
+            d.keepalive(lease, 5_000, now),
+            KeepaliveAnswer::Ack {
+                reset_checkpoint: true,
+                ..
+            }
+        ));
+        assert!(matches!(
+            d.keepalive(lease, 5_000, now),
+            KeepaliveAnswer::Ack {
+                reset_checkpoint: false,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn waits_and_delays_are_armed_by_events_and_disarmed_by_grants() {
+        let mut d = Deadlines::default();
+        let now = Instant::now();
+        let resource = ResourceId::lock("L");
+        let queued = EventKind::Queued {
+            resource: resource.clone(),
+            lease: LeaseId(2),
+            owner: "w".into(),
+            demand: Demand::Exclusive,
+            position: 1,
+            wait_ms: 300,
+        };
+        observe(&mut d, Revision(7), &queued, now);
+        assert_eq!(d.next(), Some(now + ms(300)));
+        let granted = EventKind::Granted {
+            resource: resource.clone(),
+            lease: LeaseId(2),
+            owner: "w".into(),
+            demand: Demand::Exclusive,
+            fence: baton_state_machine::Fence(9),
+            enqueued: Some(Revision(7)),
+        };
+        observe(&mut d, Revision(9), &granted, now);
+        assert_eq!(d.next(), None, "a granted wait needs no timeout");
+        observe(&mut d, Revision(7), &queued, now);
+        let due = d.take_due(now + ms(300));
+        assert!(matches!(
+            due[0].command(),
+            Command::AcquireTimeout(AcquireTimeout {
+                enqueued: Revision(7),
+                ..
+            })
+        ));
+        let now = now + ms(300);
+        let delay = EventKind::DelayStarted {
+            resource: resource.clone(),
+            delay_ms: 100,
+        };
+        observe(&mut d, Revision(12), &delay, now);
+        let ended = EventKind::DelayEnded {
+            resource: resource.clone(),
+        };
+        observe(&mut d, Revision(13), &ended, now);
+        assert_eq!(d.next(), None);
+        observe(&mut d, Revision(14), &delay, now);
+        let due = d.take_due(now + ms(100));
+        assert!(matches!(
+            due[0].command(),
+            Command::LockDelayElapsed(LockDelayElapsed {
+                since: Revision(14),
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn requeued_due_items_fire_again_at_the_retry_time() {
+        let now = Instant::now();
+        let resource = ResourceId::lock("L");
+        let mut d = Deadlines::default();
+        d.set_lease(LeaseId(1), now, 1_000);
+        d.set_wait(resource.clone(), LeaseId(2), "w".into(), Revision(3), now);
+        d.set_delay(resource.clone(), Revision(4), now);
+        let due = d.take_due(now);
+        assert_eq!(due.len(), 3);
+        d.requeue(due.clone(), now + ms(50));
+        assert!(d.take_due(now + ms(49)).is_empty());
+        let mut again = d.take_due(now + ms(50));
+        again.sort();
+        let mut expected = due;
+        expected.sort();
+        assert_eq!(again, expected);
+    }
+
+    #[test]
+    fn resync_keeps_known_deadlines_and_arms_missed_leases() {
+        let mut sm = StateMachine::default();
+        let known = grant(&mut sm, 5_000);
+        let start = Instant::now();
+        let mut d = Deadlines::default();
+        promote(&mut d, &sm, start, 500);
+        d.checkpoint(start + ms(4_000), 1_000);
+        // Events are missed meanwhile: a new lease is granted.
+        let missed = grant(&mut sm, 2_000);
+        let now = start + ms(4_000);
+        let mut fresh = Deadlines::default();
+        promote(&mut fresh, &sm, now, 500);
+        d.resync(fresh);
+        assert_eq!(d.remaining_ms(known, now), Some(1_000), "kept");
+        assert_eq!(d.remaining_ms(missed, now), Some(2_000), "armed as if new");
+        assert!(matches!(
+            d.keepalive(known, 5_000, now),
+            KeepaliveAnswer::Ack {
+                reset_checkpoint: true,
+                ..
+            }
+        ));
+    }
+}
