@@ -210,6 +210,38 @@ async fn cluster_health_metrics_openapi_and_index() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_come_from_the_cluster_file_for_edge_and_node_and_are_reported() {
+    let long = "n".repeat(600);
+    let acquire = |lease: u64| json!({"lease_id": lease, "wait_ms": 400_000});
+    // Defaults: a 600-byte name and a 400 s wait are refused at the edge.
+    let c = Cluster::single().await;
+    let lease = c.lease(1, 10_000).await;
+    let (status, err) = c
+        .post(1, &format!("/v1/locks/{long}/acquire"), acquire(lease))
+        .await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (400, Some("bad_request"))
+    );
+    let (_, cluster) = c.get(1, "/v1/cluster").await.unwrap();
+    assert_eq!(cluster["limits"]["name_bytes_max"], 512);
+    assert_eq!(cluster["limits"]["wait_ms_max"], 300_000);
+    drop(c);
+    // A deployment that raises them is served by them, and says so.
+    let c = Cluster::from_file(1, "[limits]\nname_bytes_max = 1024\nwait_ms_max = 600000\n").await;
+    let lease = c.lease(1, 10_000).await;
+    let (status, grant) = c
+        .post(1, &format!("/v1/locks/{long}/acquire"), acquire(lease))
+        .await;
+    assert_eq!(status, 200, "{grant}");
+    assert_eq!(grant["name"].as_str(), Some(long.as_str()));
+    let (_, cluster) = c.get(1, "/v1/cluster").await.unwrap();
+    assert_eq!(cluster["limits"]["name_bytes_max"], 1024);
+    assert_eq!(cluster["limits"]["wait_ms_max"], 600_000);
+    assert_eq!(cluster["limits"]["body_bytes_max"], 2 << 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_calls_need_the_admin_token_when_one_is_set() {
     let c = Cluster::single_with(&["--admin-token", "t0ken"]).await;
     let lease = c.lease(1, 10_000).await;

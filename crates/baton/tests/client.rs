@@ -5,10 +5,10 @@
 
 mod common;
 
-use baton_client::{Client, Error, Lease, LeaseStatus, Method, WatchFilter};
+use baton_client::wire::{Compare, CompareOp, CompareTarget, CompareValue, TxnOp, TxnRequest};
+use baton_client::{Client, Error, Lease, LeaseStatus, WatchFilter};
 use common::*;
 use futures_util::StreamExt;
-use serde_json::json;
 use std::time::Duration;
 
 fn client_for(c: &Cluster, order: &[u64]) -> Client {
@@ -62,13 +62,19 @@ async fn locks_semaphores_elections_and_keys_through_the_client() {
     assert!(seq.starts_with("q/"));
     assert_eq!(client.range("q/", 10).await.unwrap().len(), 1);
     let txn = client
-        .txn(
-            &json!({"compare": [{"key": "k", "target": "value", "op": "=", "value": "v2"}],
-                     "success": [{"op": "delete", "key": "k"}]}),
-        )
+        .txn(&TxnRequest {
+            compare: vec![Compare {
+                key: "k".into(),
+                target: CompareTarget::Value,
+                op: CompareOp::Equal,
+                value: CompareValue::Text("v2".into()),
+            }],
+            success: vec![TxnOp::Delete { key: "k".into() }],
+            failure: vec![],
+        })
         .await
         .unwrap();
-    assert_eq!(txn["succeeded"], true);
+    assert!(txn.succeeded);
     assert!(client.get("k").await.unwrap().is_none());
     assert!(matches!(client.delete("k").await, Err(Error::KeyNotFound)));
 
@@ -97,15 +103,7 @@ async fn lease_lost_resolves_when_the_server_says_it_is_gone() {
     let lease = Lease::grant(&client, Duration::from_millis(1_500))
         .await
         .unwrap();
-    client
-        .request(
-            Method::DELETE,
-            &format!("/v1/leases/{}", lease.id()),
-            None,
-            true,
-        )
-        .await
-        .unwrap();
+    client.revoke_lease(lease.id()).await.unwrap();
     tokio::time::timeout(Duration::from_secs(5), lease.lost())
         .await
         .expect("lost() resolves");

@@ -3,8 +3,10 @@
 //! failure, a 503 or an unknown outcome.
 
 use crate::error::{Error, Result};
+use baton_wire::{ClusterStatus, ErrorBody, Limits};
 use reqwest::Method;
-use serde_json::Value;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -26,6 +28,8 @@ struct Inner {
     endpoints: Vec<String>,
     preferred: AtomicUsize,
     http: reqwest::Client,
+    /// The cluster's limits, read once from `/v1/cluster`.
+    limits: tokio::sync::OnceCell<Limits>,
 }
 
 /// How a call may be retried.
@@ -89,6 +93,7 @@ impl Client {
                 endpoints,
                 preferred: AtomicUsize::new(0),
                 http,
+                limits: tokio::sync::OnceCell::new(),
             }),
         })
     }
@@ -127,10 +132,10 @@ impl Client {
             else {
                 continue;
             };
-            let Ok(status) = response.json::<Value>().await else {
+            let Ok(status) = response.json::<ClusterStatus>().await else {
                 continue;
             };
-            if let Some(api) = status["leader_api"].as_str() {
+            if let Some(api) = status.leader_api {
                 let url = format!("http://{api}");
                 if let Some(i) = self.inner.endpoints.iter().position(|e| *e == url) {
                     self.prefer(i);
@@ -141,14 +146,15 @@ impl Client {
         None
     }
 
-    /// One logical call with retries. See [`Call`].
-    pub(crate) async fn call(
+    /// One logical call with retries. See [`Call`]. The answer is parsed with the wire
+    /// contract: a 2xx body of another shape is [`Error::Protocol`], never a default.
+    pub(crate) async fn call<B: Serialize + ?Sized, T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
-        body: Option<&Value>,
+        body: Option<&B>,
         call: Call,
-    ) -> Result<Value> {
+    ) -> Result<T> {
         let key = call.mutation.then(|| uuid::Uuid::new_v4().to_string());
         let mut maybe_applied = false;
         let mut last = Error::Unreachable("no attempt made".into());
@@ -181,12 +187,25 @@ impl Client {
                 }
             };
             let status = response.status().as_u16();
-            let body: Value = response.json().await.unwrap_or(Value::Null);
+            let text = match response.text().await {
+                Ok(text) => text,
+                Err(e) => {
+                    // The answer broke off: as for a request that got no answer.
+                    maybe_applied |= call.mutation;
+                    last = Error::Unavailable(format!("{endpoint}: {e}"));
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                    continue;
+                }
+            };
             if (200..300).contains(&status) {
                 self.prefer(index);
-                return Ok(body);
+                return serde_json::from_str(&text)
+                    .map_err(|e| Error::Protocol(format!("{method} {path}: {e} in {text:.200}")));
             }
-            let error = Error::from_api(status, &body);
+            let error = match serde_json::from_str::<ErrorBody>(&text) {
+                Ok(body) => Error::from_api(status, body),
+                Err(_) => Error::unreadable(status, &text),
+            };
             match error {
                 Error::Unavailable(_) => {
                     last = error;
@@ -209,30 +228,37 @@ impl Client {
         Err(last)
     }
 
-    /// A raw call on any API path (`mutation`: carries an idempotency key and is retried
-    /// safely). For what the typed methods do not cover.
-    pub async fn request(
+    pub(crate) async fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        self.call::<(), T>(Method::GET, path, None, Call::READ)
+            .await
+    }
+
+    pub(crate) async fn post<B: Serialize + ?Sized, T: DeserializeOwned>(
         &self,
-        method: Method,
         path: &str,
-        body: Option<&Value>,
-        mutation: bool,
-    ) -> Result<Value> {
-        let call = if mutation { Call::WRITE } else { Call::READ };
-        self.call(method, path, body, call).await
-    }
-
-    pub(crate) async fn get_path(&self, path: &str) -> Result<Value> {
-        self.call(Method::GET, path, None, Call::READ).await
-    }
-
-    pub(crate) async fn post(&self, path: &str, body: &Value, call: Call) -> Result<Value> {
+        body: &B,
+        call: Call,
+    ) -> Result<T> {
         self.call(Method::POST, path, Some(body), call).await
     }
 
+    pub(crate) async fn delete_path<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        self.call::<(), T>(Method::DELETE, path, None, Call::WRITE)
+            .await
+    }
+
     /// The cluster as the first answering node sees it (`GET /v1/cluster`).
-    pub async fn cluster(&self) -> Result<Value> {
-        self.get_path("/v1/cluster").await
+    pub async fn cluster(&self) -> Result<ClusterStatus> {
+        self.get_json("/v1/cluster").await
+    }
+
+    /// The limits the cluster enforces on input, read once from `/v1/cluster` and kept.
+    pub async fn limits(&self) -> Result<Limits> {
+        self.inner
+            .limits
+            .get_or_try_init(|| async { Ok(self.cluster().await?.limits) })
+            .await
+            .cloned()
     }
 }
 

@@ -1,7 +1,9 @@
-//! `Error`: one variant per API error code, plus transport failures. Every error says
-//! whether the outcome is known ([`Error::is_indeterminate`]).
+//! `Error`: one variant per API error code that a caller acts on, plus transport and
+//! protocol failures. Every error says whether the outcome is known
+//! ([`Error::is_indeterminate`]). Error bodies are parsed with the wire contract
+//! (`baton-wire`), so details are typed values, never JSON to index.
 
-use serde_json::Value;
+use baton_wire::{ErrorBody, ErrorCode, ErrorDetail, Holder, KeyValue};
 
 /// A failed call.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -24,10 +26,12 @@ pub enum Error {
     /// 409 `lock_held`: a try-acquire found the lock busy.
     #[error("lock held ({queue_len} waiting)")]
     LockHeld {
-        /// Current holders, as the server listed them.
-        holders: Vec<Value>,
+        /// Current holders.
+        holders: Vec<Holder>,
         /// Waiters in the queue.
         queue_len: u64,
+        /// Whether a lock-delay keeps it ungranted.
+        lock_delay: bool,
     },
     /// 409 `timeout`: the wait ended before a grant (the queue entry is gone).
     #[error("no grant before the deadline")]
@@ -42,7 +46,7 @@ pub enum Error {
     #[error("compare-and-set failed")]
     CasFailed {
         /// The key as it is, if it exists.
-        current: Option<Value>,
+        current: Option<KeyValue>,
     },
     /// 409 `limit_mismatch`: the semaphore has another limit.
     #[error("the semaphore's limit is {limit}")]
@@ -50,6 +54,9 @@ pub enum Error {
         /// Its limit.
         limit: u32,
     },
+    /// 409 `not_waiting`: the waiting request's queue entry is gone.
+    #[error("no longer waiting in the queue")]
+    NotWaiting,
     /// 410 `compacted`: the watch start is older than the server's window.
     #[error("revisions before {oldest_revision} are compacted")]
     Compacted {
@@ -72,13 +79,17 @@ pub enum Error {
     /// No endpoint could be reached: nothing was sent.
     #[error("no endpoint reachable: {0}")]
     Unreachable(String),
-    /// Another API error code.
-    #[error("{code} ({status}): {message}")]
+    /// The server's answer does not follow the contract (another program on the port, or
+    /// an incompatible version). For a mutation with a 2xx status it did happen.
+    #[error("unexpected answer from the server: {0}")]
+    Protocol(String),
+    /// Another API error (its code, if this version knows it).
+    #[error("{} ({status}): {message}", code.map_or("unknown code", ErrorCode::as_str))]
     Api {
         /// HTTP status.
         status: u16,
-        /// The API's error code.
-        code: String,
+        /// The API's error code; `None` for a code newer than this client.
+        code: Option<ErrorCode>,
         /// The message.
         message: String,
     },
@@ -90,43 +101,49 @@ impl Error {
         matches!(self, Error::Indeterminate(_))
     }
 
-    /// Builds the error for an API error body.
-    pub(crate) fn from_api(status: u16, body: &Value) -> Error {
-        let error = &body["error"];
-        let code = error["code"].as_str().unwrap_or("unknown").to_owned();
-        let message = error["message"].as_str().unwrap_or_default().to_owned();
-        match code.as_str() {
-            "bad_request" => Error::BadRequest(message),
-            "unauthorized" | "forbidden" => Error::Unauthorized(message),
-            "lease_not_found" => Error::LeaseNotFound,
-            "key_not_found" => Error::KeyNotFound,
-            "lock_not_found" | "not_found" => Error::NotFound(message),
-            "lock_held" => Error::LockHeld {
-                holders: error["holders"].as_array().cloned().unwrap_or_default(),
-                queue_len: error["queue_len"].as_u64().unwrap_or(0),
+    /// The error an API error response stands for.
+    pub(crate) fn from_api(status: u16, body: ErrorBody) -> Error {
+        let message = body.error.message;
+        match body.error.detail {
+            ErrorDetail::BadRequest => Error::BadRequest(message),
+            ErrorDetail::Unauthorized | ErrorDetail::Forbidden => Error::Unauthorized(message),
+            ErrorDetail::LeaseNotFound => Error::LeaseNotFound,
+            ErrorDetail::KeyNotFound => Error::KeyNotFound,
+            ErrorDetail::LockNotFound | ErrorDetail::NotFound => Error::NotFound(message),
+            ErrorDetail::LockHeld {
+                holders,
+                queue_len,
+                lock_delay,
+            } => Error::LockHeld {
+                holders,
+                queue_len,
+                lock_delay,
             },
-            "timeout" => Error::Timeout,
-            "not_holder" => Error::NotHolder {
-                fence: error["fence"].as_u64(),
-            },
-            "cas_failed" => Error::CasFailed {
-                current: Some(error["current"].clone()).filter(|v| !v.is_null()),
-            },
-            "limit_mismatch" => Error::LimitMismatch {
-                limit: error["limit"].as_u64().unwrap_or(0) as u32,
-            },
-            "compacted" => Error::Compacted {
-                oldest_revision: error["oldest_revision"].as_u64().unwrap_or(0),
-            },
-            "payload_too_large" => Error::PayloadTooLarge(message),
-            "rate_limited" => Error::RateLimited(message),
-            "no_leader" | "unavailable" => Error::Unavailable(message),
-            "indeterminate" => Error::Indeterminate(message),
-            _ => Error::Api {
+            ErrorDetail::Timeout { .. } => Error::Timeout,
+            ErrorDetail::NotHolder { fence } => Error::NotHolder { fence },
+            ErrorDetail::CasFailed { current } => Error::CasFailed { current },
+            ErrorDetail::LimitMismatch { limit } => Error::LimitMismatch { limit },
+            ErrorDetail::NotWaiting => Error::NotWaiting,
+            ErrorDetail::Compacted { oldest_revision } => Error::Compacted { oldest_revision },
+            ErrorDetail::PayloadTooLarge => Error::PayloadTooLarge(message),
+            ErrorDetail::RateLimited { .. } => Error::RateLimited(message),
+            ErrorDetail::NoLeader | ErrorDetail::Unavailable => Error::Unavailable(message),
+            ErrorDetail::Indeterminate { .. } => Error::Indeterminate(message),
+            other => Error::Api {
                 status,
-                code,
+                code: other.code(),
                 message,
             },
+        }
+    }
+
+    /// The error for a non-2xx answer whose body is not an error body of the contract.
+    pub(crate) fn unreadable(status: u16, text: &str) -> Error {
+        let excerpt: String = text.chars().take(200).collect();
+        match status {
+            // A proxy or a node mid-restart: the same retry rules as a 503.
+            502..=504 => Error::Unavailable(format!("HTTP {status}: {excerpt}")),
+            _ => Error::Protocol(format!("HTTP {status} without an error body: {excerpt}")),
         }
     }
 }

@@ -1,51 +1,21 @@
 //! Keys: get, put, compare-and-set, delete, range, sequential create, txn.
 
-use crate::client::{Call, Client, key_path, segment};
+use crate::client::{Call, Client, key_path};
 use crate::error::{Error, Result};
+use baton_wire::{
+    DeleteParams, DeleteResponse, KeyResponse, KeyValue, PutRequest, PutResponse, RangeParams,
+    RangeResponse, SequentialRequest, TxnRequest, TxnResponse,
+};
 use reqwest::Method;
-use serde_json::{Value, json};
-
-/// A stored key.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KeyValue {
-    /// The key.
-    pub key: String,
-    /// Its value.
-    pub value: String,
-    /// The revision that created it.
-    pub create_revision: u64,
-    /// The revision of its last change.
-    pub mod_revision: u64,
-    /// Puts since creation.
-    pub version: u64,
-    /// Its lease, if ephemeral.
-    pub lease_id: Option<u64>,
-}
-
-fn key_value(v: &Value) -> KeyValue {
-    KeyValue {
-        key: v["key"].as_str().unwrap_or_default().to_owned(),
-        value: v["value"].as_str().unwrap_or_default().to_owned(),
-        create_revision: v["create_revision"].as_u64().unwrap_or(0),
-        mod_revision: v["mod_revision"].as_u64().unwrap_or(0),
-        version: v["version"].as_u64().unwrap_or(0),
-        lease_id: v["lease_id"].as_u64(),
-    }
-}
 
 impl Client {
     /// A key, or `None`.
     pub async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
         match self
-            .call(
-                Method::GET,
-                &format!("/v1/kv/{}", key_path(key)),
-                None,
-                Call::READ,
-            )
+            .get_json::<KeyResponse>(&format!("/v1/kv/{}", key_path(key)))
             .await
         {
-            Ok(v) => Ok(Some(key_value(&v))),
+            Ok(v) => Ok(Some(v.kv)),
             Err(Error::KeyNotFound) => Ok(None),
             Err(e) => Err(e),
         }
@@ -65,8 +35,12 @@ impl Client {
         lease: Option<u64>,
         prev_revision: Option<u64>,
     ) -> Result<u64> {
-        let body = json!({"value": value, "lease_id": lease, "prev_revision": prev_revision});
-        let v = self
+        let body = PutRequest {
+            value: value.to_owned(),
+            lease_id: lease,
+            prev_revision,
+        };
+        let answer: PutResponse = self
             .call(
                 Method::PUT,
                 &format!("/v1/kv/{}", key_path(key)),
@@ -74,7 +48,7 @@ impl Client {
                 Call::WRITE,
             )
             .await?;
-        Ok(v["revision"].as_u64().unwrap_or(0))
+        Ok(answer.revision)
     }
 
     /// Compare-and-set on `mod_revision`.
@@ -84,25 +58,30 @@ impl Client {
 
     /// Deletes a key; `Error::KeyNotFound` if it did not exist.
     pub async fn delete(&self, key: &str) -> Result<u64> {
-        let v = self
-            .call(
-                Method::DELETE,
-                &format!("/v1/kv/{}", key_path(key)),
-                None,
-                Call::WRITE,
-            )
+        self.delete_if(key, None).await
+    }
+
+    /// Deletes a key if its `mod_revision` is `prev_revision` (`Error::CasFailed`
+    /// otherwise); any revision when `None`. Returns the revision of the delete.
+    pub async fn delete_if(&self, key: &str, prev_revision: Option<u64>) -> Result<u64> {
+        let query = query_string(&DeleteParams { prev_revision });
+        let answer: DeleteResponse = self
+            .delete_path(&format!("/v1/kv/{}{query}", key_path(key)))
             .await?;
-        Ok(v["revision"].as_u64().unwrap_or(0))
+        Ok(answer.revision)
     }
 
     /// Keys under `prefix`, in order, at most `limit`.
     pub async fn range(&self, prefix: &str, limit: usize) -> Result<Vec<KeyValue>> {
-        let path = format!("/v1/kv?prefix={}&limit={limit}", segment(prefix));
-        let v = self.get_path(&path).await?;
-        Ok(v["kvs"]
-            .as_array()
-            .map(|a| a.iter().map(key_value).collect())
-            .unwrap_or_default())
+        let params = RangeParams {
+            prefix: prefix.to_owned(),
+            limit: Some(limit),
+            ..RangeParams::default()
+        };
+        let answer: RangeResponse = self
+            .get_json(&format!("/v1/kv{}", query_string(&params)))
+            .await?;
+        Ok(answer.kvs)
     }
 
     /// Creates `prefix` + an increasing 20-digit suffix; returns the key.
@@ -112,21 +91,42 @@ impl Client {
         value: &str,
         lease: Option<u64>,
     ) -> Result<String> {
-        let body = json!({"value": value, "lease_id": lease});
-        let v = self
-            .call(
-                Method::POST,
-                &format!("/v1/kv/{}", key_path(prefix)),
-                Some(&body),
-                Call::WRITE,
-            )
+        let body = SequentialRequest {
+            value: value.to_owned(),
+            lease_id: lease,
+        };
+        let answer: PutResponse = self
+            .post(&format!("/v1/kv/{}", key_path(prefix)), &body, Call::WRITE)
             .await?;
-        Ok(v["key"].as_str().unwrap_or_default().to_owned())
+        Ok(answer.key)
     }
 
-    /// An etcd-style transaction in the API's JSON shape (see docs/api.md); returns the
-    /// answer (`succeeded`, `results`, `revision`).
-    pub async fn txn(&self, txn: &Value) -> Result<Value> {
+    /// An etcd-style transaction: compares, then the success or failure operations, in one
+    /// revision.
+    pub async fn txn(&self, txn: &TxnRequest) -> Result<TxnResponse> {
         self.post("/v1/txn", txn, Call::WRITE).await
+    }
+}
+
+/// `?a=1&b=2` for a query type of the contract (empty when it has no field set).
+pub(crate) fn query_string(params: &impl serde::Serialize) -> String {
+    let encoded = match serde_json::to_value(params) {
+        Ok(serde_json::Value::Object(map)) => map
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let v = match v {
+                    serde_json::Value::String(s) => s,
+                    serde_json::Value::Null => return None,
+                    other => other.to_string(),
+                };
+                Some(format!("{k}={}", crate::client::segment(&v)))
+            })
+            .collect::<Vec<_>>(),
+        _ => Vec::new(),
+    };
+    if encoded.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", encoded.join("&"))
     }
 }

@@ -6,7 +6,7 @@
 
 use crate::client::{Call, Client};
 use crate::error::{Error, Result};
-use serde_json::json;
+use baton_wire::{KeepaliveResponse, LeaseGrantRequest, LeaseResponse, RevokeResponse};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -52,17 +52,9 @@ impl Lease {
     /// Grants a lease of `ttl` and starts keeping it alive.
     pub async fn grant(client: &Client, ttl: Duration) -> Result<Lease> {
         let sent = Instant::now();
-        let body = client
-            .post(
-                "/v1/leases",
-                &json!({"ttl_ms": ttl.as_millis() as u64}),
-                Call::WRITE,
-            )
-            .await?;
-        let id = body["lease_id"]
-            .as_u64()
-            .ok_or_else(|| Error::Indeterminate("no lease_id in the answer".into()))?;
-        let ttl = Duration::from_millis(body["ttl_ms"].as_u64().unwrap_or(ttl.as_millis() as u64));
+        let granted = client.grant_lease(ttl).await?;
+        let id = granted.lease_id;
+        let ttl = Duration::from_millis(granted.ttl_ms);
         let (tx, status) = watch::channel(LeaseStatus::Alive {
             safe_until: sent + ttl.saturating_sub(safety_margin(ttl)),
         });
@@ -138,19 +130,53 @@ impl Lease {
 }
 
 async fn revoke(client: &Client, id: u64) -> Result<()> {
-    match client
-        .call(
-            reqwest::Method::DELETE,
-            &format!("/v1/leases/{id}"),
-            None,
-            Call::WRITE,
-        )
-        .await
-    {
+    match client.revoke_lease(id).await {
         Ok(_) | Err(Error::LeaseNotFound) => Ok(()),
         Err(e) => Err(e),
     }
 }
+
+impl Client {
+    /// Grants a lease without keeping it alive (see [`Lease::grant`] for one that is).
+    pub async fn grant_lease(&self, ttl: Duration) -> Result<LeaseResponse> {
+        let body = LeaseGrantRequest {
+            ttl_ms: ttl.as_millis() as u64,
+        };
+        self.post("/v1/leases", &body, Call::WRITE).await
+    }
+
+    /// One keepalive of lease `id`: it lives at least the answer's `ttl_ms` after this
+    /// call was sent.
+    pub async fn keepalive(&self, id: u64) -> Result<KeepaliveResponse> {
+        self.keepalive_within(id, REQUEST_TIMEOUT_KEEPALIVE).await
+    }
+
+    pub(crate) async fn keepalive_within(
+        &self,
+        id: u64,
+        timeout: Duration,
+    ) -> Result<KeepaliveResponse> {
+        let call = Call {
+            mutation: false,
+            timeout,
+        };
+        self.call::<(), _>(
+            reqwest::Method::POST,
+            &format!("/v1/leases/{id}/keepalive"),
+            None,
+            call,
+        )
+        .await
+    }
+
+    /// Revokes lease `id`: everything it owns is released in one revision.
+    pub async fn revoke_lease(&self, id: u64) -> Result<RevokeResponse> {
+        self.delete_path(&format!("/v1/leases/{id}")).await
+    }
+}
+
+/// Timeout of a single keepalive asked for directly.
+const REQUEST_TIMEOUT_KEEPALIVE: Duration = Duration::from_secs(10);
 
 impl Drop for LeaseInner {
     fn drop(&mut self) {
@@ -178,20 +204,11 @@ async fn keep_alive(client: Client, id: u64, ttl: Duration, status: watch::Sende
         tokio::time::sleep_until(next).await;
         let sent = Instant::now();
         let result = client
-            .call(
-                reqwest::Method::POST,
-                &format!("/v1/leases/{id}/keepalive"),
-                None,
-                Call {
-                    mutation: false,
-                    timeout: period.max(Duration::from_millis(500)),
-                },
-            )
+            .keepalive_within(id, period.max(Duration::from_millis(500)))
             .await;
         match result {
-            Ok(body) => {
-                let ttl_ms = body["ttl_ms"].as_u64().unwrap_or(ttl.as_millis() as u64);
-                let acked = Duration::from_millis(ttl_ms);
+            Ok(answer) => {
+                let acked = Duration::from_millis(answer.ttl_ms);
                 let safe_until = sent + acked.saturating_sub(safety_margin(acked));
                 status.send_replace(LeaseStatus::Alive { safe_until });
                 next = sent + period;

@@ -6,6 +6,10 @@
 //! and knows until when it is safe ([`Lease::safe_until`], [`Lease::lost`]); a
 //! [`LockGuard`] carries its fence.
 //!
+//! Requests, answers, events and error details are the types of the wire contract
+//! (`baton-wire`, re-exported as [`wire`]): nothing is read out of untyped JSON, and an
+//! answer of an unexpected shape is [`Error::Protocol`], never a silent default.
+//!
 //! Lock with a fence (compiled, not run: it needs a server):
 //!
 //! ```no_run
@@ -59,12 +63,13 @@
 //! let mut events = client.watch(WatchFilter::Prefix("app/".into()), Some(1));
 //! while let Some(event) = events.next().await {
 //!     let event = event?; // Error::Compacted if revision 1 is gone
-//!     println!("{} {} {}", event.revision, event.kind, event.data);
+//!     println!("{} {}", event.revision, event.event.type_name());
 //!     # break;
 //! }
 //! # Ok(()) }
 //! ```
 
+mod admin;
 mod client;
 mod election;
 mod error;
@@ -73,12 +78,12 @@ mod lease;
 mod lock;
 mod watch;
 
+pub use baton_wire as wire;
+pub use baton_wire::{ClusterStatus, Event, KeyValue, Leader, Limits, WatchEvent};
 pub use client::Client;
 pub use client::segment as segment_name;
-pub use election::{Leader, Leadership};
+pub use election::Leadership;
 pub use error::{Error, Result};
-pub use keys::KeyValue;
 pub use lease::{Lease, LeaseStatus, safety_margin};
 pub use lock::{LockGuard, LockOptions};
-pub use reqwest::Method;
-pub use watch::{WatchEvent, WatchFilter};
+pub use watch::WatchFilter;

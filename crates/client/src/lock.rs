@@ -5,7 +5,10 @@
 use crate::client::{Call, segment};
 use crate::error::{Error, Result};
 use crate::lease::Lease;
-use serde_json::{Value, json};
+use baton_wire::{
+    AcquireRequest, GrantResponse, Mode, ReleaseRequest, ReleaseResponse, SemaphoreAcquireRequest,
+};
+use serde::Serialize;
 use std::time::Duration;
 
 /// Lock options.
@@ -32,15 +35,14 @@ pub struct LockGuard {
     released: bool,
 }
 
-/// The longest single wait the server takes (spec: 300 s).
-const WAIT_MS_MAX: u64 = 300_000;
-
 impl Lease {
-    /// Waits for the lock, as long as it takes (in waits of at most 300 s each).
+    /// Waits for the lock, as long as it takes (in waits of the cluster's longest, read
+    /// from its limits).
     pub async fn lock(&self, name: &str) -> Result<LockGuard> {
+        let wait_ms_max = self.client().limits().await?.wait_ms_max;
         loop {
             let options = LockOptions {
-                wait: Some(Duration::from_millis(WAIT_MS_MAX)),
+                wait: Some(Duration::from_millis(wait_ms_max)),
                 ..LockOptions::default()
             };
             match self.lock_with(name, options).await {
@@ -67,15 +69,19 @@ impl Lease {
     /// Acquires a lock with explicit options.
     pub async fn lock_with(&self, name: &str, options: LockOptions) -> Result<LockGuard> {
         let wait = options.wait.unwrap_or_default();
-        let body = json!({
-            "lease_id": self.id(),
-            "owner": options.owner,
-            "mode": if options.shared { "shared" } else { "exclusive" },
-            "wait_ms": wait.as_millis() as u64,
-            "lock_delay_ms": options.lock_delay.unwrap_or_default().as_millis() as u64,
-        });
-        self.acquire(format!("/v1/locks/{}", segment(name)), name, &body, wait)
-            .await
+        let body = AcquireRequest {
+            lease_id: self.id(),
+            owner: options.owner.clone(),
+            mode: if options.shared {
+                Mode::Shared
+            } else {
+                Mode::Exclusive
+            },
+            wait_ms: wait.as_millis() as u64,
+            lock_delay_ms: options.lock_delay.unwrap_or_default().as_millis() as u64,
+        };
+        let path = format!("/v1/locks/{}", segment(name));
+        self.acquire(path, name, options.owner, &body, wait).await
     }
 
     /// Takes `permits` of a semaphore of `limit` permits, waiting up to `wait`.
@@ -86,40 +92,37 @@ impl Lease {
         permits: u32,
         wait: Duration,
     ) -> Result<LockGuard> {
-        let body = json!({
-            "lease_id": self.id(),
-            "limit": limit,
-            "permits": permits,
-            "wait_ms": wait.as_millis() as u64,
-        });
-        self.acquire(
-            format!("/v1/semaphores/{}", segment(name)),
-            name,
-            &body,
-            wait,
-        )
-        .await
+        let body = SemaphoreAcquireRequest {
+            lease_id: self.id(),
+            owner: String::new(),
+            limit,
+            permits,
+            wait_ms: wait.as_millis() as u64,
+        };
+        let path = format!("/v1/semaphores/{}", segment(name));
+        self.acquire(path, name, String::new(), &body, wait).await
     }
 
     async fn acquire(
         &self,
         path: String,
         name: &str,
-        body: &Value,
+        owner: String,
+        body: &impl Serialize,
         wait: Duration,
     ) -> Result<LockGuard> {
         // A connection lost mid-wait makes the server cancel the queue entry; the retried
         // request then replays that entry and ends `not_waiting`. Queue again (at the end)
         // with a fresh request rather than failing.
         let mut attempts = 0;
-        let grant = loop {
+        let grant: GrantResponse = loop {
             attempts += 1;
             match self
                 .client()
                 .post(&format!("{path}/acquire"), body, Call::waiting(wait))
                 .await
             {
-                Err(Error::Api { code, .. }) if code == "not_waiting" && attempts < 3 => continue,
+                Err(Error::NotWaiting) if attempts < 3 => continue,
                 other => break other?,
             }
         };
@@ -127,9 +130,9 @@ impl Lease {
             lease: self.clone(),
             path,
             name: name.to_owned(),
-            owner: body["owner"].as_str().unwrap_or_default().to_owned(),
-            fence: grant["fence"].as_u64().unwrap_or(0),
-            count: grant["count"].as_u64().unwrap_or(1) as u32,
+            owner,
+            fence: grant.holder.fence,
+            count: grant.holder.count,
             released: false,
         })
     }
@@ -169,10 +172,14 @@ impl LockGuard {
 }
 
 async fn release(lease: &Lease, path: &str, owner: &str, fence: u64) -> Result<()> {
-    let body = json!({"lease_id": lease.id(), "owner": owner, "fence": fence});
+    let body = ReleaseRequest {
+        lease_id: lease.id(),
+        owner: owner.to_owned(),
+        fence: Some(fence),
+    };
     match lease
         .client()
-        .post(&format!("{path}/release"), &body, Call::WRITE)
+        .post::<_, ReleaseResponse>(&format!("{path}/release"), &body, Call::WRITE)
         .await
     {
         Ok(_) | Err(Error::NotHolder { .. }) | Err(Error::LeaseNotFound) => Ok(()),

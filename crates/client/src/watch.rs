@@ -5,9 +5,9 @@
 
 use crate::client::Client;
 use crate::error::{Error, Result};
+use baton_wire::{ErrorBody, ErrorDetail, Progress, WatchEvent, WatchParams};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
-use serde_json::Value;
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -31,28 +31,23 @@ pub enum WatchFilter {
 }
 
 impl WatchFilter {
-    fn query(&self) -> Vec<(&'static str, String)> {
+    /// The query of this filter, starting at `start_revision`.
+    fn params(&self, start_revision: Option<u64>) -> WatchParams {
+        let mut p = WatchParams {
+            start_revision,
+            ..WatchParams::default()
+        };
         match self {
-            WatchFilter::All => vec![],
-            WatchFilter::Key(k) => vec![("key", k.clone())],
-            WatchFilter::Prefix(p) => vec![("prefix", p.clone())],
-            WatchFilter::Lock(n) => vec![("lock", n.clone())],
-            WatchFilter::Semaphore(n) => vec![("semaphore", n.clone())],
-            WatchFilter::Election(n) => vec![("election", n.clone())],
-            WatchFilter::Lease(l) => vec![("lease", l.to_string())],
+            WatchFilter::All => {}
+            WatchFilter::Key(k) => p.key = Some(k.clone()),
+            WatchFilter::Prefix(x) => p.prefix = Some(x.clone()),
+            WatchFilter::Lock(n) => p.lock = Some(n.clone()),
+            WatchFilter::Semaphore(n) => p.semaphore = Some(n.clone()),
+            WatchFilter::Election(n) => p.election = Some(n.clone()),
+            WatchFilter::Lease(l) => p.lease = Some(*l),
         }
+        p
     }
-}
-
-/// One event.
-#[derive(Clone, Debug, PartialEq)]
-pub struct WatchEvent {
-    /// Its revision.
-    pub revision: u64,
-    /// Its type (`key_put`, `lock_granted`, `lease_expired`, …).
-    pub kind: String,
-    /// Its JSON data.
-    pub data: Value,
 }
 
 struct State {
@@ -66,7 +61,8 @@ struct State {
     start: Option<u64>,
     connection: Option<futures_util::stream::BoxStream<'static, reqwest::Result<Vec<u8>>>>,
     text: String,
-    ready: VecDeque<WatchEvent>,
+    /// Events (or an unreadable event's error) ready to hand out.
+    ready: VecDeque<Result<WatchEvent>>,
     /// Events of the partial revision to skip after a reconnect.
     skip: usize,
     attempt: usize,
@@ -101,7 +97,7 @@ impl State {
     async fn next(mut self) -> Option<(Result<WatchEvent>, State)> {
         loop {
             if let Some(event) = self.ready.pop_front() {
-                return Some((Ok(event), self));
+                return Some((event, self));
             }
             if self.done {
                 return None;
@@ -138,31 +134,35 @@ impl State {
         if self.start.is_none() && self.complete == 0 && self.partial.is_none() {
             // "From now" is pinned to a revision once, so a reconnect leaves no gap.
             let cluster = self.client.cluster().await?;
-            self.start = Some(cluster["revision"].as_u64().unwrap_or(0) + 1);
+            self.start = Some(cluster.revision + 1);
         }
         let (index, endpoint) = self.client.endpoint(self.attempt);
         self.attempt += 1;
-        let mut query = self.filter.query();
         let resume = match self.partial {
             Some((rev, _)) => Some(rev.saturating_sub(1)),
             None if self.complete > 0 => Some(self.complete),
             None => None,
         };
         let mut request = self.client.http().get(format!("{endpoint}/v1/watch"));
-        match (resume, self.start) {
-            (Some(last), _) => request = request.header("Last-Event-ID", last.to_string()),
-            (None, Some(start)) => query.push(("start_revision", start.to_string())),
-            (None, None) => {}
-        }
+        let start = match (resume, self.start) {
+            (Some(last), _) => {
+                request = request.header("Last-Event-ID", last.to_string());
+                None
+            }
+            (None, start) => start,
+        };
         let response = request
-            .query(&query)
+            .query(&self.filter.params(start))
             .send()
             .await
             .map_err(|e| Error::Unreachable(e.to_string()))?;
         let status = response.status().as_u16();
         if status != 200 {
-            let body: Value = response.json().await.unwrap_or(Value::Null);
-            return Err(Error::from_api(status, &body));
+            let text = response.text().await.unwrap_or_default();
+            return Err(match serde_json::from_str::<ErrorBody>(&text) {
+                Ok(body) => Error::from_api(status, body),
+                Err(_) => Error::unreadable(status, &text),
+            });
         }
         self.client.prefer(index);
         self.text.clear();
@@ -190,29 +190,41 @@ impl State {
                     data.push_str(v.trim_start());
                 }
             }
-            let (Some(revision), Some(kind)) = (id, kind) else {
-                continue;
-            };
-            if kind == "progress" {
-                self.complete = self.complete.max(revision);
-                if self.partial.is_some_and(|(r, _)| r <= revision) {
-                    self.partial = None;
+            match kind.as_deref() {
+                Some("progress") => {
+                    let revision = serde_json::from_str::<Progress>(&data)
+                        .map(|p| p.revision)
+                        .ok()
+                        .or(id);
+                    if let Some(revision) = revision {
+                        self.complete = self.complete.max(revision);
+                        if self.partial.is_some_and(|(r, _)| r <= revision) {
+                            self.partial = None;
+                        }
+                    }
                 }
-                continue;
-            }
-            if kind == "error" {
-                let body: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
-                if body["error"]["code"] == "compacted" {
+                Some("error") => {
+                    // The server ends the stream (e.g. this watcher fell behind its window):
+                    // reconnecting from what was delivered gets the definite answer
+                    // (`compacted`) or resumes.
+                    if let Ok(body) = serde_json::from_str::<ErrorBody>(&data) {
+                        tracing::debug!(detail = ?body.error.detail, "watch: the server ended the stream");
+                        if let ErrorDetail::Compacted { oldest_revision } = body.error.detail {
+                            self.ready
+                                .push_back(Err(Error::Compacted { oldest_revision }));
+                            self.done = true;
+                        }
+                    }
                     self.connection = None;
-                    self.done = true;
                 }
-                continue;
+                Some(_) => match serde_json::from_str::<WatchEvent>(&data) {
+                    Ok(event) => self.deliver(event),
+                    Err(e) => self
+                        .ready
+                        .push_back(Err(Error::Protocol(format!("watch event {id:?}: {e}")))),
+                },
+                None => {}
             }
-            self.deliver(WatchEvent {
-                revision,
-                kind,
-                data: serde_json::from_str(&data).unwrap_or(Value::Null),
-            });
         }
     }
 
@@ -239,6 +251,6 @@ impl State {
                 self.partial = Some((event.revision, 1));
             }
         }
-        self.ready.push_back(event);
+        self.ready.push_back(Ok(event));
     }
 }

@@ -1,218 +1,294 @@
-//! `ApiError`: the one error type of the API, mapped once to a status code and the spec's
-//! shape `{"error": {"code": "snake_case", "message": "…", …details}}`.
+//! `ApiError`: the one error type of the API. Each refusal of the state machine and each
+//! failure of the node is mapped here, once, to a typed [`ErrorDetail`] (whose
+//! [`baton_wire::ErrorCode`] gives the HTTP status), and every error body is built by
+//! [`error_response`].
 
+use crate::convert;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use baton_raft_node::NodeError;
 use baton_state_machine::{Error as LimitError, Rejection};
-use serde_json::{Map, Value, json};
+use baton_wire::{ErrorBody, ErrorDetail};
 
 /// Seconds a client should wait before retrying a 503.
 const RETRY_AFTER_SECS: u64 = 1;
 
-/// Everything a request can fail with.
+/// A failed request: what the client is told, typed per code, and in words.
 #[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    /// Malformed or out-of-limit input (400 `bad_request`).
-    #[error("{0}")]
-    BadRequest(String),
-    /// A body or value over its limit (413 `payload_too_large`).
-    #[error("{0}")]
-    PayloadTooLarge(String),
-    /// Missing or wrong credentials (401 `unauthorized`).
-    #[error("{0}")]
-    Unauthorized(String),
-    /// Credentials without the right (403 `forbidden`).
-    #[error("{0}")]
-    Forbidden(String),
-    /// Something that does not exist (404 with a specific code).
-    #[error("{message}")]
-    NotFound {
-        /// `lease_not_found`, `key_not_found`, `lock_not_found` or `not_found`.
-        code: &'static str,
-        /// In words.
-        message: String,
-    },
-    /// A deterministic refusal of the state machine.
-    #[error("{}", rejection_message(.0))]
-    Rejected(Rejection),
-    /// A blocking acquire's deadline passed before a grant (409 `timeout`).
-    #[error("no grant within {wait_ms} ms")]
-    Timeout {
-        /// The wait asked for.
-        wait_ms: u64,
-    },
-    /// The cluster could not answer (503 / 504).
-    #[error(transparent)]
-    Node(#[from] NodeError),
-    /// The server is shutting down (503 `unavailable`).
-    #[error("the server is shutting down")]
-    ShuttingDown,
+#[error("{message}")]
+pub struct ApiError {
+    /// The code and its details.
+    pub detail: ErrorDetail,
+    /// The message.
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error of this detail and message.
+    pub fn new(detail: ErrorDetail, message: impl Into<String>) -> ApiError {
+        ApiError {
+            detail,
+            message: message.into(),
+        }
+    }
+
+    /// 400 `bad_request`: malformed or out-of-limit input.
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorDetail::BadRequest, message)
+    }
+
+    /// 413 `payload_too_large`.
+    pub fn payload_too_large(message: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorDetail::PayloadTooLarge, message)
+    }
+
+    /// 503 `unavailable`: the server is shutting down.
+    pub fn shutting_down() -> ApiError {
+        ApiError::new(ErrorDetail::Unavailable, "the server is shutting down")
+    }
+
+    /// 500 `internal`: an inconsistency inside the server (a bug), logged in the request's
+    /// span, which carries its `x-request-id`. Never for anything a client sent.
+    pub fn internal(what: impl std::fmt::Debug) -> ApiError {
+        tracing::error!(?what, "internal inconsistency");
+        ApiError::new(
+            ErrorDetail::Internal,
+            "internal error; the server log has it under this response's x-request-id",
+        )
+    }
 }
 
 impl From<LimitError> for ApiError {
     fn from(e: LimitError) -> ApiError {
         match e {
-            LimitError::TooLarge { .. } => ApiError::PayloadTooLarge(e.to_string()),
-            _ => ApiError::BadRequest(e.to_string()),
+            LimitError::TooLarge { .. } => ApiError::payload_too_large(e.to_string()),
+            _ => ApiError::bad_request(e.to_string()),
         }
     }
 }
 
+/// The table: each refusal of the state machine, its code, details and words.
 impl From<Rejection> for ApiError {
     fn from(r: Rejection) -> ApiError {
-        match r {
-            Rejection::LeaseNotFound { lease } => ApiError::NotFound {
-                code: "lease_not_found",
-                message: format!("lease {lease} not found"),
-            },
-            Rejection::KeyNotFound { key } => ApiError::NotFound {
-                code: "key_not_found",
-                message: format!("key {key:?} not found"),
-            },
-            Rejection::LockNotFound { resource } => ApiError::NotFound {
-                code: "lock_not_found",
-                message: format!(
+        let (detail, message) = match r {
+            Rejection::InvalidArgument { reason } => (ErrorDetail::BadRequest, reason),
+            Rejection::LeaseNotFound { lease } => (
+                ErrorDetail::LeaseNotFound,
+                format!("lease {lease} not found"),
+            ),
+            Rejection::KeyNotFound { key } => {
+                (ErrorDetail::KeyNotFound, format!("key {key:?} not found"))
+            }
+            Rejection::LockNotFound { resource } => (
+                ErrorDetail::LockNotFound,
+                format!(
                     "{} {:?} has no holder or waiter",
                     resource.kind.as_str(),
                     resource.name
                 ),
-            },
-            Rejection::InvalidArgument { reason } => ApiError::BadRequest(reason),
-            other => ApiError::Rejected(other),
-        }
-    }
-}
-
-impl ApiError {
-    /// Status, code and details of this error.
-    fn parts(&self) -> (StatusCode, &'static str, Map<String, Value>) {
-        let mut details = Map::new();
-        let (status, code) = match self {
-            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
-            ApiError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
-            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
-            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
-            ApiError::NotFound { code, .. } => (StatusCode::NOT_FOUND, *code),
-            ApiError::Timeout { wait_ms } => {
-                details.insert("wait_ms".into(), json!(wait_ms));
-                (StatusCode::CONFLICT, "timeout")
-            }
-            ApiError::Rejected(r) => rejection_parts(r, &mut details),
-            ApiError::Node(e) => node_parts(e, &mut details),
-            ApiError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            ),
+            Rejection::LockHeld {
+                holders,
+                queue_len,
+                delayed,
+            } => (
+                ErrorDetail::LockHeld {
+                    holders: holders.iter().map(convert::holder).collect(),
+                    queue_len,
+                    lock_delay: delayed,
+                },
+                if delayed {
+                    "the lock is in its lock-delay after a lost holder".into()
+                } else {
+                    "the lock is held (try-acquire does not queue)".into()
+                },
+            ),
+            Rejection::NotHolder { current_fence } => (
+                ErrorDetail::NotHolder {
+                    fence: current_fence.map(|f| f.0),
+                },
+                "the caller does not hold this grant".into(),
+            ),
+            Rejection::NotWaiting => (
+                ErrorDetail::NotWaiting,
+                "the request is no longer waiting in the queue".into(),
+            ),
+            Rejection::CasFailed { current } => (
+                ErrorDetail::CasFailed {
+                    current: current.as_ref().map(convert::key_value),
+                },
+                "the compare-and-set expectation did not hold".into(),
+            ),
+            Rejection::LimitMismatch { limit } => (
+                ErrorDetail::LimitMismatch { limit },
+                format!("the semaphore's limit is {limit}"),
+            ),
+            Rejection::QueueFull { queue_len_max } => (
+                ErrorDetail::RateLimited { queue_len_max },
+                format!("the queue is full ({queue_len_max} waiters)"),
+            ),
+            Rejection::IdempotencyKeyReused => (
+                ErrorDetail::IdempotencyKeyReused,
+                "this Idempotency-Key was used for a different request".into(),
+            ),
+            Rejection::Stale => (
+                ErrorDetail::Stale,
+                "the command no longer matches the state".into(),
+            ),
+            Rejection::Compacted { oldest } => (
+                ErrorDetail::Compacted {
+                    oldest_revision: oldest.0,
+                },
+                format!("revisions before {oldest} are compacted"),
+            ),
         };
-        (status, code, details)
+        ApiError::new(detail, message)
     }
 }
 
-fn rejection_message(r: &Rejection) -> String {
-    match r {
-        Rejection::LockHeld { delayed: true, .. } => {
-            "the lock is in its lock-delay after a lost holder".into()
-        }
-        Rejection::LockHeld { .. } => "the lock is held (try-acquire does not queue)".into(),
-        Rejection::NotHolder { .. } => "the caller does not hold this grant".into(),
-        Rejection::NotWaiting => "the request is no longer waiting in the queue".into(),
-        Rejection::CasFailed { .. } => "the compare-and-set expectation did not hold".into(),
-        Rejection::LimitMismatch { limit } => format!("the semaphore's limit is {limit}"),
-        Rejection::QueueFull { queue_len_max } => {
-            format!("the queue is full ({queue_len_max} waiters)")
-        }
-        Rejection::IdempotencyKeyReused => {
-            "this Idempotency-Key was used for a different request".into()
-        }
-        Rejection::Stale => "the command no longer matches the state".into(),
-        Rejection::Compacted { oldest } => format!("revisions before {oldest} are compacted"),
-        Rejection::InvalidArgument { reason } => reason.clone(),
-        Rejection::LeaseNotFound { lease } => format!("lease {lease} not found"),
-        Rejection::KeyNotFound { key } => format!("key {key:?} not found"),
-        Rejection::LockNotFound { resource } => {
-            format!("{} {:?} not found", resource.kind.as_str(), resource.name)
-        }
-    }
-}
-
-fn rejection_parts(r: &Rejection, details: &mut Map<String, Value>) -> (StatusCode, &'static str) {
-    match r {
-        Rejection::LockHeld {
-            holders,
-            queue_len,
-            delayed,
-        } => {
-            let holders: Vec<Value> = holders.iter().map(crate::wire::holder_json).collect();
-            details.insert("holders".into(), json!(holders));
-            details.insert("queue_len".into(), json!(queue_len));
-            details.insert("lock_delay".into(), json!(delayed));
-            (StatusCode::CONFLICT, "lock_held")
-        }
-        Rejection::NotHolder { current_fence } => {
-            details.insert("fence".into(), json!(current_fence.map(|f| f.0)));
-            (StatusCode::CONFLICT, "not_holder")
-        }
-        Rejection::NotWaiting => (StatusCode::CONFLICT, "not_waiting"),
-        Rejection::CasFailed { current } => {
-            let current = current.as_ref().map(crate::wire::key_json);
-            details.insert("current".into(), json!(current));
-            (StatusCode::CONFLICT, "cas_failed")
-        }
-        Rejection::LimitMismatch { limit } => {
-            details.insert("limit".into(), json!(limit));
-            (StatusCode::CONFLICT, "limit_mismatch")
-        }
-        Rejection::QueueFull { queue_len_max } => {
-            details.insert("queue_len_max".into(), json!(queue_len_max));
-            (StatusCode::TOO_MANY_REQUESTS, "rate_limited")
-        }
-        Rejection::IdempotencyKeyReused => (StatusCode::CONFLICT, "idempotency_key_reused"),
-        Rejection::Stale => (StatusCode::CONFLICT, "stale"),
-        Rejection::Compacted { oldest } => {
-            details.insert("oldest_revision".into(), json!(oldest.0));
-            (StatusCode::GONE, "compacted")
-        }
-        Rejection::InvalidArgument { .. } => (StatusCode::BAD_REQUEST, "bad_request"),
-        Rejection::LeaseNotFound { .. } => (StatusCode::NOT_FOUND, "lease_not_found"),
-        Rejection::KeyNotFound { .. } => (StatusCode::NOT_FOUND, "key_not_found"),
-        Rejection::LockNotFound { .. } => (StatusCode::NOT_FOUND, "lock_not_found"),
-    }
-}
-
-fn node_parts(e: &NodeError, details: &mut Map<String, Value>) -> (StatusCode, &'static str) {
-    match e {
-        NodeError::NoLeader | NodeError::ForwardToLeader { .. } => {
-            (StatusCode::SERVICE_UNAVAILABLE, "no_leader")
-        }
-        NodeError::Indeterminate(_) => {
+/// Each failure of the node: 503 when nothing happened, 504 when a write may have.
+impl From<NodeError> for ApiError {
+    fn from(e: NodeError) -> ApiError {
+        let detail = match &e {
+            NodeError::NoLeader | NodeError::ForwardToLeader { .. } => ErrorDetail::NoLeader,
             // The command may have been applied: say so, and never call it a failure.
-            details.insert("indeterminate".into(), json!(true));
-            (StatusCode::GATEWAY_TIMEOUT, "indeterminate")
-        }
-        NodeError::Invalid(LimitError::TooLarge { .. }) => {
-            (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
-        }
-        NodeError::Invalid(_) => (StatusCode::BAD_REQUEST, "bad_request"),
-        NodeError::Membership(_) => (StatusCode::CONFLICT, "membership_change_refused"),
-        NodeError::Unavailable(_)
-        | NodeError::Stopped
-        | NodeError::Storage(_)
-        | NodeError::Config(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            NodeError::Indeterminate(_) => ErrorDetail::Indeterminate {
+                indeterminate: true,
+            },
+            NodeError::Invalid(limit) => return ApiError::from(limit.clone()),
+            NodeError::Membership(_) => ErrorDetail::MembershipChangeRefused,
+            NodeError::Unavailable(_)
+            | NodeError::Stopped
+            | NodeError::Storage(_)
+            | NodeError::Config(_) => ErrorDetail::Unavailable,
+        };
+        ApiError::new(detail, e.to_string())
     }
+}
+
+/// The response of an error: its code's status, `Retry-After` on a 503, and the body.
+pub fn error_response(detail: ErrorDetail, message: String) -> Response {
+    let status = detail
+        .code()
+        .and_then(|c| StatusCode::from_u16(c.status()).ok())
+        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = (status, axum::Json(ErrorBody::new(detail, message))).into_response();
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+    }
+    response
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let (status, code, mut details) = self.parts();
-        details.insert("code".into(), json!(code));
-        details.insert("message".into(), json!(self.to_string()));
-        let mut response = (status, axum::Json(json!({ "error": details }))).into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
-        }
-        response
+        error_response(self.detail, self.message)
     }
 }
 
 /// A result of a handler.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_state_machine::{Fence, LeaseId, ResourceId, Revision};
+
+    fn status_and_code(e: ApiError) -> (u16, String) {
+        let response = e.into_response();
+        let status = response.status().as_u16();
+        let code = response
+            .headers()
+            .get(header::RETRY_AFTER)
+            .map(|_| "+retry-after")
+            .unwrap_or("");
+        (status, code.to_owned())
+    }
+
+    #[test]
+    fn every_rejection_maps_to_its_code_and_status() {
+        let cases: Vec<(Rejection, &str, u16)> = vec![
+            (
+                Rejection::InvalidArgument { reason: "x".into() },
+                "bad_request",
+                400,
+            ),
+            (
+                Rejection::LeaseNotFound { lease: LeaseId(1) },
+                "lease_not_found",
+                404,
+            ),
+            (
+                Rejection::KeyNotFound { key: "k".into() },
+                "key_not_found",
+                404,
+            ),
+            (
+                Rejection::LockNotFound {
+                    resource: ResourceId::lock("l"),
+                },
+                "lock_not_found",
+                404,
+            ),
+            (
+                Rejection::LockHeld {
+                    holders: vec![],
+                    queue_len: 0,
+                    delayed: false,
+                },
+                "lock_held",
+                409,
+            ),
+            (
+                Rejection::NotHolder {
+                    current_fence: Some(Fence(3)),
+                },
+                "not_holder",
+                409,
+            ),
+            (Rejection::NotWaiting, "not_waiting", 409),
+            (Rejection::CasFailed { current: None }, "cas_failed", 409),
+            (Rejection::LimitMismatch { limit: 2 }, "limit_mismatch", 409),
+            (
+                Rejection::QueueFull { queue_len_max: 9 },
+                "rate_limited",
+                429,
+            ),
+            (
+                Rejection::IdempotencyKeyReused,
+                "idempotency_key_reused",
+                409,
+            ),
+            (Rejection::Stale, "stale", 409),
+            (
+                Rejection::Compacted {
+                    oldest: Revision(5),
+                },
+                "compacted",
+                410,
+            ),
+        ];
+        for (rejection, code, status) in cases {
+            let e = ApiError::from(rejection);
+            assert_eq!(e.detail.code().map(|c| c.as_str()), Some(code));
+            assert_eq!(status_and_code(e).0, status, "{code}");
+        }
+    }
+
+    #[test]
+    fn an_inconsistency_is_a_500_and_unavailability_a_503_with_retry_after() {
+        assert_eq!(
+            status_and_code(ApiError::internal("unexpected answer")),
+            (500, String::new())
+        );
+        assert_eq!(
+            status_and_code(ApiError::from(NodeError::NoLeader)),
+            (503, "+retry-after".to_owned())
+        );
+        assert_eq!(
+            status_and_code(ApiError::from(NodeError::Indeterminate("t".into()))).0,
+            504
+        );
+    }
+}

@@ -1,6 +1,6 @@
 //! Extractors that turn every malformed input into a 4xx with the spec error shape:
 //! JSON bodies (any content type, unknown fields refused, size-limited), paths, queries,
-//! the `Idempotency-Key` header, names, and the admin token.
+//! the `Idempotency-Key` header (checked against the node's limits), and the admin token.
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -8,7 +8,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
-use baton_state_machine::Limits;
+use baton_wire::ErrorDetail;
 use serde::de::DeserializeOwned;
 
 /// A JSON body. The content type is not required (so `curl -d` works); size, syntax, types
@@ -21,14 +21,14 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
             if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::PayloadTooLarge("request body over the limit".into())
+                ApiError::payload_too_large("request body over the limit")
             } else {
-                ApiError::BadRequest(format!("cannot read the body: {e}"))
+                ApiError::bad_request(format!("cannot read the body: {e}"))
             }
         })?;
         serde_json::from_slice(&bytes)
             .map(JsonBody)
-            .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))
+            .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
     }
 }
 
@@ -42,7 +42,7 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath
         Path::<T>::from_request_parts(parts, state)
             .await
             .map(|Path(v)| ApiPath(v))
-            .map_err(|e| ApiError::BadRequest(format!("invalid path: {e}")))
+            .map_err(|e| ApiError::bad_request(format!("invalid path: {e}")))
     }
 }
 
@@ -56,47 +56,26 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiQuer
         Query::<T>::from_request_parts(parts, state)
             .await
             .map(|Query(v)| ApiQuery(v))
-            .map_err(|e| ApiError::BadRequest(format!("invalid query: {e}")))
+            .map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))
     }
 }
 
 /// The `Idempotency-Key` header, if present.
 pub struct IdempotencyKey(pub Option<String>);
 
-impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+impl FromRequestParts<AppState> for IdempotencyKey {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let Some(value) = parts.headers.get("idempotency-key") else {
             return Ok(IdempotencyKey(None));
         };
         let key = value
             .to_str()
-            .map_err(|_| ApiError::BadRequest("Idempotency-Key must be visible ASCII".into()))?;
-        Limits::default().check_idempotency_key(key)?;
+            .map_err(|_| ApiError::bad_request("Idempotency-Key must be visible ASCII"))?;
+        state.limits().check_idempotency_key(key)?;
         Ok(IdempotencyKey(Some(key.to_owned())))
     }
-}
-
-/// Checks a resource or key name from a path: spec limits, and no `.` or `..` segment
-/// (names are not file paths, but a client sending them has made a mistake).
-pub fn name(field: &'static str, raw: &str) -> Result<String, ApiError> {
-    Limits::default().check_name(field, raw)?;
-    if raw
-        .split('/')
-        .any(|segment| segment == "." || segment == "..")
-    {
-        return Err(ApiError::BadRequest(format!(
-            "{field}: \".\" and \"..\" segments are not allowed"
-        )));
-    }
-    Ok(raw.to_owned())
-}
-
-/// Checks a prefix (may be empty).
-pub fn prefix(field: &'static str, raw: &str) -> Result<String, ApiError> {
-    Limits::default().check_prefix(field, raw)?;
-    Ok(raw.to_owned())
 }
 
 /// Requires the admin bearer token when one is configured.
@@ -109,10 +88,14 @@ pub fn require_admin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiErr
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
     match presented {
-        None => Err(ApiError::Unauthorized(
-            "an admin bearer token is required".into(),
+        None => Err(ApiError::new(
+            ErrorDetail::Unauthorized,
+            "an admin bearer token is required",
         )),
         Some(p) if p == token => Ok(()),
-        Some(_) => Err(ApiError::Forbidden("this token may not do that".into())),
+        Some(_) => Err(ApiError::new(
+            ErrorDetail::Forbidden,
+            "this token may not do that",
+        )),
     }
 }

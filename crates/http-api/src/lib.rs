@@ -3,22 +3,22 @@
 //! # Layout
 //! - `routes/`: one module per resource (leases, locks, semaphores, elections, kv, txn,
 //!   watch, cluster, health); handlers are thin: parse, propose or read, shape the answer.
-//! - `wait.rs`: held-open acquires, the replicated deadline and the cancel of abandoned waits.
-//! - `wire.rs`: request and response shapes (`deny_unknown_fields`), converted by hand.
-//! - `extract.rs`: extractors that turn bad input into a 4xx; names, admin token.
-//! - `error.rs`: [`ApiError`], the one mapping to status codes and the spec error shape.
-//! - `metrics.rs`, `openapi.rs`, `state.rs`.
-//!
-//! Only this crate knows HTTP and JSON on the server side.
+//! - `queue.rs`: the one acquire handler of locks, semaphores and elections, held open while
+//!   queued: the replicated deadline and the cancel of abandoned waits.
+//! - `convert.rs`: the state machine's types to the wire's (`baton-wire` holds the contract).
+//! - `extract.rs`: extractors that turn bad input into a 4xx; the admin token.
+//! - `error.rs`: [`ApiError`], each refusal mapped once to its typed error body and status.
+//! - `state.rs`: [`AppState`]: propose, read, names checked against the node's limits.
+//! - `metrics.rs`, `openapi.rs`.
 
+mod convert;
 mod error;
 mod extract;
 mod metrics;
 mod openapi;
+mod queue;
 mod routes;
 mod state;
-mod wait;
-mod wire;
 
 pub use error::ApiError;
 pub use metrics::Metrics;
@@ -30,6 +30,7 @@ use axum::http::{HeaderName, Request};
 use axum::middleware;
 use axum::routing::{get, post};
 use baton_raft_node::Node;
+use baton_wire::ErrorDetail;
 use routes::*;
 use std::future::Future;
 use std::sync::Arc;
@@ -123,18 +124,13 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn not_found() -> ApiError {
-    ApiError::NotFound {
-        code: "not_found",
-        message: "no such endpoint".into(),
-    }
+    ApiError::new(ErrorDetail::NotFound, "no such endpoint")
 }
 
-async fn method_not_allowed() -> (axum::http::StatusCode, axum::Json<serde_json::Value>) {
-    (
-        axum::http::StatusCode::METHOD_NOT_ALLOWED,
-        axum::Json(
-            serde_json::json!({"error": {"code": "method_not_allowed", "message": "method not allowed on this endpoint"}}),
-        ),
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        ErrorDetail::MethodNotAllowed,
+        "method not allowed on this endpoint",
     )
 }
 

@@ -1,19 +1,98 @@
-//! Held-open acquires (locks, semaphores, elections). The request proposes its acquire; if
-//! it is queued, the handler follows this node's applied events until its entry is granted
-//! or removed. The deadline is a replicated command (the leader's `AcquireTimeout`, or the
-//! handler's own after a grace period), so a grant racing the deadline is returned as a
-//! grant. A client that goes away drops the handler; the guard then cancels the entry (or
-//! releases the grant the client never saw).
+//! Queue acquires: the one handler shared by locks, semaphores and elections, held open
+//! while the request is queued. It proposes the acquire; if the request is queued, it
+//! follows this node's applied events until its entry is granted or removed. The deadline
+//! is a replicated command (the leader's `AcquireTimeout`, or the handler's own after a
+//! grace period), so a grant racing the deadline is returned as a grant. A client that goes
+//! away drops the handler; the guard then cancels the entry (or releases the grant the
+//! client never saw).
 
+use crate::convert;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
-use crate::wire::{GrantResponse, holder_dto};
 use baton_state_machine::{
-    AcquireTimeout, Cancel, CancelReason, Claimant, Command, EventFilter, EventKind, Fence,
-    HolderInfo, Release, Resign, ResourceId, ResourceKind, Response, Revision, StateMachine,
+    AcquireTimeout, Campaign, Cancel, CancelReason, Claimant, Command, EventFilter, EventKind,
+    Fence, HolderInfo, LeaseId, LockAcquire, Mode, Release, Resign, ResourceId, ResourceKind,
+    Response, Revision, SemaphoreAcquire, StateMachine,
+};
+use baton_wire::{
+    AcquireRequest, CampaignRequest, ErrorDetail, GrantResponse, SemaphoreAcquireRequest,
 };
 use std::time::Duration;
 use tokio::time::Instant;
+
+/// A request that takes a place in a resource's queue.
+pub(crate) trait QueueRequest {
+    /// What kind of resource it queues on.
+    const KIND: ResourceKind;
+    /// Who asks: the lease and owner of the claim.
+    fn claimant(&self) -> Claimant;
+    /// How long it may wait.
+    fn wait_ms(&self) -> u64;
+    /// The command that asks, for the resource `name`.
+    fn command(self, name: String) -> Command;
+}
+
+impl QueueRequest for AcquireRequest {
+    const KIND: ResourceKind = ResourceKind::Lock;
+    fn claimant(&self) -> Claimant {
+        Claimant::new(LeaseId(self.lease_id), self.owner.clone())
+    }
+    fn wait_ms(&self) -> u64 {
+        self.wait_ms
+    }
+    fn command(self, name: String) -> Command {
+        Command::LockAcquire(LockAcquire {
+            name,
+            lease: LeaseId(self.lease_id),
+            owner: self.owner,
+            mode: match self.mode {
+                baton_wire::Mode::Exclusive => Mode::Exclusive,
+                baton_wire::Mode::Shared => Mode::Shared,
+            },
+            wait_ms: self.wait_ms,
+            lock_delay_ms: self.lock_delay_ms,
+        })
+    }
+}
+
+impl QueueRequest for SemaphoreAcquireRequest {
+    const KIND: ResourceKind = ResourceKind::Semaphore;
+    fn claimant(&self) -> Claimant {
+        Claimant::new(LeaseId(self.lease_id), self.owner.clone())
+    }
+    fn wait_ms(&self) -> u64 {
+        self.wait_ms
+    }
+    fn command(self, name: String) -> Command {
+        Command::SemaphoreAcquire(SemaphoreAcquire {
+            name,
+            lease: LeaseId(self.lease_id),
+            owner: self.owner,
+            limit: self.limit,
+            permits: self.permits,
+            wait_ms: self.wait_ms,
+        })
+    }
+}
+
+impl QueueRequest for CampaignRequest {
+    const KIND: ResourceKind = ResourceKind::Election;
+    fn claimant(&self) -> Claimant {
+        // One candidacy per lease: elections use the empty owner.
+        Claimant::new(LeaseId(self.lease_id), "")
+    }
+    fn wait_ms(&self) -> u64 {
+        self.wait_ms
+    }
+    fn command(self, name: String) -> Command {
+        Command::Campaign(Campaign {
+            name,
+            lease: LeaseId(self.lease_id),
+            value: self.value,
+            wait_ms: self.wait_ms,
+        })
+    }
+}
 
 /// How a queued claim ended.
 enum Outcome {
@@ -30,16 +109,23 @@ enum Scan {
     Pending(Revision),
 }
 
-/// Proposes an acquire and, if it queued, waits for its outcome.
-pub(crate) async fn acquire(
+/// Acquires on the resource named `raw` (checked): proposes the request and, if it
+/// queued, waits for its outcome.
+pub(crate) async fn acquire<R: QueueRequest>(
     state: &AppState,
     idempotency_key: Option<String>,
-    command: Command,
-    resource: ResourceId,
-    claimant: Claimant,
-    wait_ms: u64,
+    raw: &str,
+    request: R,
 ) -> ApiResult<GrantResponse> {
-    let applied = state.apply(idempotency_key, command).await?;
+    let name = state.name("name", raw)?;
+    let resource = ResourceId {
+        kind: R::KIND,
+        name: name.clone(),
+    };
+    let (claimant, wait_ms) = (request.claimant(), request.wait_ms());
+    let applied = state
+        .propose(idempotency_key, request.command(name))
+        .await?;
     let (enqueued, position) = match applied.response {
         Response::Granted(g) => {
             return Ok(grant_response(
@@ -50,11 +136,7 @@ pub(crate) async fn acquire(
             ));
         }
         Response::Queued { enqueued, position } => (enqueued, position),
-        other => {
-            return Err(ApiError::Node(baton_raft_node::NodeError::Indeterminate(
-                format!("unexpected answer to an acquire: {other:?}"),
-            )));
-        }
+        other => return Err(ApiError::internal(other)),
     };
     let mut guard = AbandonGuard {
         state: state.clone(),
@@ -72,21 +154,24 @@ pub(crate) async fn acquire(
             Some(position),
             revision,
         )),
-        Outcome::TimedOut => Err(ApiError::Timeout { wait_ms }),
-        Outcome::Cancelled(CancelReason::LeaseExpired | CancelReason::LeaseRevoked) => {
-            Err(ApiError::NotFound {
-                code: "lease_not_found",
-                message: format!("lease {} ended while waiting", claimant.lease),
-            })
-        }
-        Outcome::Cancelled(_) | Outcome::Lost => Err(ApiError::Rejected(
-            baton_state_machine::Rejection::NotWaiting,
+        Outcome::TimedOut => Err(ApiError::new(
+            ErrorDetail::Timeout { wait_ms },
+            format!("no grant within {wait_ms} ms"),
         )),
+        Outcome::Cancelled(CancelReason::LeaseExpired | CancelReason::LeaseRevoked) => {
+            Err(ApiError::new(
+                ErrorDetail::LeaseNotFound,
+                format!("lease {} ended while waiting", claimant.lease),
+            ))
+        }
+        Outcome::Cancelled(_) | Outcome::Lost => {
+            Err(baton_state_machine::Rejection::NotWaiting.into())
+        }
     }
 }
 
-/// The JSON answer for a grant.
-pub(crate) fn grant_response(
+/// The answer for a grant.
+fn grant_response(
     name: &str,
     holder: &HolderInfo,
     queued_position: Option<u64>,
@@ -94,7 +179,7 @@ pub(crate) fn grant_response(
 ) -> GrantResponse {
     GrantResponse {
         name: name.to_owned(),
-        holder: holder_dto(holder),
+        holder: convert::holder(holder),
         queued_position,
         revision: revision.0,
     }
@@ -120,11 +205,11 @@ async fn wait(
             Scan::Pending(next) => from = next,
         }
         tokio::select! {
-            changed = progress.changed() => if changed.is_err() { return Err(ApiError::ShuttingDown) },
+            changed = progress.changed() => if changed.is_err() { return Err(ApiError::shutting_down()) },
             () = tokio::time::sleep_until(deadline) => {
                 return decide_timeout(state, resource, claimant, enqueued).await;
             }
-            () = state.shutdown.cancelled() => return Err(ApiError::ShuttingDown),
+            () = state.shutdown.cancelled() => return Err(ApiError::shutting_down()),
         }
     }
 }

@@ -1,11 +1,13 @@
 //! `AppState`: what every handler shares, and the helpers that turn a command into an
-//! answer (propose, check the refusal) or a query into a read at the asked consistency.
+//! answer (propose, check the refusal), a query into a read at the asked consistency, and
+//! a name from a path into a checked one (against the node's configured limits: the one
+//! source of limits for the edge, the node and, through `/v1/cluster`, the clients).
 
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Metrics;
 use baton_raft_node::Node;
-use baton_state_machine::{Applied, Command, Proposal, Response, Revision, StateMachine};
-use serde::Deserialize;
+use baton_state_machine::{Applied, Command, Limits, Proposal, Response, Revision, StateMachine};
+use baton_wire::Consistency;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -50,20 +52,10 @@ pub struct AppState {
     pub tracker: TaskTracker,
 }
 
-/// `?consistency=linearizable|serializable` on reads.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Consistency {
-    /// Through the leader's read index (the default).
-    #[default]
-    Linearizable,
-    /// This node's applied state, possibly stale.
-    Serializable,
-}
-
 impl AppState {
-    /// Proposes a command; a refusal becomes its `ApiError`.
-    pub async fn apply(
+    /// Proposes a command through Raft and waits until it is applied here; a refusal
+    /// becomes its `ApiError`.
+    pub async fn propose(
         &self,
         idempotency_key: Option<String>,
         command: Command,
@@ -79,6 +71,32 @@ impl AppState {
             Response::Rejected(r) => Err(ApiError::from(r)),
             _ => Ok(applied),
         }
+    }
+
+    /// The limits on client input this node enforces (its configuration).
+    pub fn limits(&self) -> &Limits {
+        &self.node.config().limits
+    }
+
+    /// Checks a resource or key name from a path: the limits, and no `.` or `..` segment
+    /// (names are not file paths, but a client sending them has made a mistake).
+    pub fn name(&self, field: &'static str, raw: &str) -> ApiResult<String> {
+        self.limits().check_name(field, raw)?;
+        if raw
+            .split('/')
+            .any(|segment| segment == "." || segment == "..")
+        {
+            return Err(ApiError::bad_request(format!(
+                "{field}: \".\" and \"..\" segments are not allowed"
+            )));
+        }
+        Ok(raw.to_owned())
+    }
+
+    /// Checks a prefix (may be empty).
+    pub fn prefix(&self, field: &'static str, raw: &str) -> ApiResult<String> {
+        self.limits().check_prefix(field, raw)?;
+        Ok(raw.to_owned())
     }
 
     /// Runs `f` on the state at the asked consistency, with the revision it saw.

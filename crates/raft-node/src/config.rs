@@ -167,6 +167,10 @@ pub struct ClusterFile {
     /// Shared secret for peer traffic.
     #[serde(default)]
     pub secret: Option<String>,
+    /// Limits on client input, enforced by every node and reported in `/v1/cluster`
+    /// (every member should carry the same table).
+    #[serde(default)]
+    pub limits: Limits,
     /// The members.
     pub node: Vec<ClusterNode>,
 }
@@ -226,6 +230,7 @@ impl ClusterFile {
         let mut config = NodeConfig::single(id, addr_of(me), data_dir);
         config.members = self.node.iter().map(|n| (n.id, addr_of(n))).collect();
         config.cluster_secret = self.secret.clone();
+        config.limits = self.limits.clone();
         Ok(config)
     }
 }

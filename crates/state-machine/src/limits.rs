@@ -12,8 +12,10 @@
 use crate::error::Error;
 use serde::{Deserialize, Serialize};
 
-/// Limits on client input (spec §3). Violations are 400 or 413, never a crash.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Limits on client input (spec §3). Violations are 400 or 413, never a crash. Read from
+/// the `[limits]` table of a cluster file (every field optional, defaults below).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Limits {
     /// Longest key, lock, semaphore, election or prefix name.
     pub name_bytes_max: usize,

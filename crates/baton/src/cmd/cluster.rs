@@ -1,9 +1,8 @@
 //! `baton cluster status|add|remove`.
 
 use super::Global;
-use baton_client::Method;
+use baton_client::wire::MemberRole;
 use clap::Subcommand;
-use serde_json::json;
 
 /// Cluster commands.
 #[derive(Subcommand, Debug)]
@@ -34,46 +33,34 @@ pub fn run(global: &Global, command: ClusterCommand) -> anyhow::Result<i32> {
             ClusterCommand::Status => client.cluster().await?,
             ClusterCommand::Add { id, peer, api } => {
                 client.find_leader().await;
-                let body = json!({"id": id, "peer": peer, "api": api});
-                client
-                    .request(Method::POST, "/v1/cluster/members", Some(&body), false)
-                    .await?
+                client.add_member(id, &peer, &api).await?
             }
             ClusterCommand::Remove { id } => {
                 client.find_leader().await;
-                client
-                    .request(
-                        Method::DELETE,
-                        &format!("/v1/cluster/members/{id}"),
-                        None,
-                        false,
-                    )
-                    .await?
+                client.remove_member(id).await?
             }
         };
         global.print(&v, || {
-            let members: Vec<String> = v["members"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .map(|m| {
-                            format!(
-                                "  {} {} api {} peer {}",
-                                m["id"],
-                                m["role"].as_str().unwrap_or(""),
-                                m["api"],
-                                m["peer"]
-                            )
-                        })
-                        .collect()
+            let members: Vec<String> = v
+                .members
+                .iter()
+                .map(|m| {
+                    let role = match m.role {
+                        MemberRole::Leader => "leader",
+                        MemberRole::Voter => "voter",
+                        MemberRole::Learner => "learner",
+                    };
+                    format!("  {} {role} api {} peer {}", m.id, m.api, m.peer)
                 })
-                .unwrap_or_default();
+                .collect();
+            let leader = v
+                .leader
+                .map_or_else(|| "none".to_owned(), |id| id.to_string());
             format!(
-                "leader {} term {} revision {} commit {}\n{}",
-                v["leader"],
-                v["term"],
-                v["revision"],
-                v["commit_index"],
+                "leader {leader} term {} revision {} commit {}\n{}",
+                v.term,
+                v.revision,
+                v.commit_index,
                 members.join("\n")
             )
         });

@@ -1,9 +1,8 @@
 //! `baton lease grant|keepalive|revoke|list|show`.
 
 use super::Global;
-use baton_client::Method;
 use clap::Subcommand;
-use serde_json::json;
+use std::time::Duration;
 
 /// Lease commands.
 #[derive(Subcommand, Debug)]
@@ -37,49 +36,56 @@ pub enum LeaseCommand {
 pub fn run(global: &Global, command: LeaseCommand) -> anyhow::Result<i32> {
     let client = global.client()?;
     super::runtime()?.block_on(async move {
-        let (method, path, body, mutation) = match &command {
-            LeaseCommand::Grant { ttl_ms } => (
-                Method::POST,
-                "/v1/leases".to_owned(),
-                Some(json!({"ttl_ms": ttl_ms})),
-                true,
-            ),
-            LeaseCommand::Keepalive { id } => (
-                Method::POST,
-                format!("/v1/leases/{id}/keepalive"),
-                None,
-                false,
-            ),
-            LeaseCommand::Revoke { id } => (Method::DELETE, format!("/v1/leases/{id}"), None, true),
-            LeaseCommand::List => (Method::GET, "/v1/leases".to_owned(), None, false),
-            LeaseCommand::Show { id } => (Method::GET, format!("/v1/leases/{id}"), None, false),
-        };
-        let v = client
-            .request(method, &path, body.as_ref(), mutation)
-            .await?;
-        global.print(&v, || match &command {
-            LeaseCommand::Grant { .. } => {
-                format!("lease {} granted, ttl {} ms", v["lease_id"], v["ttl_ms"])
+        match command {
+            LeaseCommand::Grant { ttl_ms } => {
+                let v = client.grant_lease(Duration::from_millis(ttl_ms)).await?;
+                global.print(&v, || {
+                    format!("lease {} granted, ttl {} ms", v.lease_id, v.ttl_ms)
+                });
             }
-            LeaseCommand::Keepalive { id } => format!("lease {id} alive for {} ms", v["ttl_ms"]),
-            LeaseCommand::Revoke { id } => format!(
-                "lease {id} revoked: {} keys deleted, {} holds released",
-                v["keys_deleted"], v["holds_released"]
-            ),
-            LeaseCommand::List => v["leases"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .map(|l| format!("{}\tttl {} ms", l["lease_id"], l["ttl_ms"]))
+            LeaseCommand::Keepalive { id } => {
+                let v = client.keepalive(id).await?;
+                global.print(&v, || format!("lease {id} alive for {} ms", v.ttl_ms));
+            }
+            LeaseCommand::Revoke { id } => {
+                let v = client.revoke_lease(id).await?;
+                global.print(&v, || {
+                    format!(
+                        "lease {id} revoked: {} keys deleted, {} holds released",
+                        v.keys_deleted, v.holds_released
+                    )
+                });
+            }
+            LeaseCommand::List => {
+                let v = client.leases().await?;
+                global.print(&v, || {
+                    v.leases
+                        .iter()
+                        .map(|l| format!("{}\tttl {} ms", l.lease_id, l.ttl_ms))
                         .collect::<Vec<_>>()
                         .join("\n")
-                })
-                .unwrap_or_default(),
-            LeaseCommand::Show { id } => format!(
-                "lease {id}: ttl {} ms, remaining {} ms, keys {}, claims {}",
-                v["ttl_ms"], v["remaining_ms"], v["keys"], v["claims"]
-            ),
-        });
+                });
+            }
+            LeaseCommand::Show { id } => {
+                let v = client.lease_info(id).await?;
+                global.print(&v, || {
+                    let remaining = v
+                        .remaining_ms
+                        .map_or_else(|| "unknown".to_owned(), |ms| format!("{ms} ms"));
+                    let claims: Vec<String> = v
+                        .claims
+                        .iter()
+                        .map(|c| format!("{} {} (owner {:?})", c.kind.as_str(), c.name, c.owner))
+                        .collect();
+                    format!(
+                        "lease {id}: ttl {} ms, remaining {remaining}, keys [{}], claims [{}]",
+                        v.ttl_ms,
+                        v.keys.join(", "),
+                        claims.join(", ")
+                    )
+                });
+            }
+        }
         Ok(0)
     })
 }

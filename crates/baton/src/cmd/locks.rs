@@ -1,7 +1,6 @@
 //! `baton locks ls|show|release`: who holds what; `release` is the admin force-release.
 
 use super::Global;
-use baton_client::{Method, segment_name};
 use clap::Subcommand;
 
 /// Lock inspection commands.
@@ -31,58 +30,32 @@ pub fn run(global: &Global, command: LocksCommand) -> anyhow::Result<i32> {
     super::runtime()?.block_on(async move {
         match command {
             LocksCommand::Ls { prefix } => {
-                let v = client
-                    .request(
-                        Method::GET,
-                        &format!("/v1/locks?prefix={}", segment_name(&prefix)),
-                        None,
-                        false,
-                    )
-                    .await?;
+                let v = client.locks(&prefix).await?;
                 global.print(&v, || {
-                    v["locks"]
-                        .as_array()
-                        .map(|a| {
-                            a.iter()
-                                .map(|l| {
-                                    let holder = &l["holders"][0];
-                                    format!(
-                                        "{}\tholder lease {} owner {} fence {}\tqueue {}",
-                                        l["name"].as_str().unwrap_or_default(),
-                                        holder["lease_id"],
-                                        holder["owner"],
-                                        holder["fence"],
-                                        l["queue_len"]
-                                    )
-                                })
-                                .collect::<Vec<_>>()
-                                .join("\n")
+                    v.locks
+                        .iter()
+                        .map(|l| {
+                            let holder = match l.holders.first() {
+                                Some(h) => format!(
+                                    "holder lease {} owner {:?} fence {}",
+                                    h.lease_id, h.owner, h.fence
+                                ),
+                                None => "no holder".to_owned(),
+                            };
+                            format!("{}\t{holder}\tqueue {}", l.name, l.queue_len)
                         })
-                        .unwrap_or_default()
+                        .collect::<Vec<_>>()
+                        .join("\n")
                 });
             }
             LocksCommand::Show { name } => {
-                let v = client
-                    .request(
-                        Method::GET,
-                        &format!("/v1/locks/{}", segment_name(&name)),
-                        None,
-                        false,
-                    )
-                    .await?;
+                let v = client.lock_state(&name).await?;
                 global.print(&v, || serde_json::to_string_pretty(&v).unwrap_or_default());
             }
             LocksCommand::Release { name } => {
-                let v = client
-                    .request(
-                        Method::DELETE,
-                        &format!("/v1/locks/{}", segment_name(&name)),
-                        None,
-                        true,
-                    )
-                    .await?;
+                let v = client.force_release(&name).await?;
                 global.print(&v, || {
-                    format!("{name}: {} holders released", v["holders_released"])
+                    format!("{name}: {} holders released", v.holders_released)
                 });
             }
         }

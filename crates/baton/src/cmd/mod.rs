@@ -11,7 +11,7 @@ pub mod watch;
 
 use baton_client::Client;
 use clap::Args;
-use serde_json::Value;
+use serde::Serialize;
 
 /// Options every client command takes.
 #[derive(Args, Debug, Clone)]
@@ -35,11 +35,14 @@ impl Global {
         Ok(Client::new(self.endpoints.split(','))?)
     }
 
-    /// Prints `value` as JSON, or `human` otherwise.
+    /// Prints `value` as JSON (the API's shape), or `human` otherwise.
     #[allow(clippy::print_stdout)]
-    pub fn print(&self, value: &Value, human: impl FnOnce() -> String) {
+    pub fn print<T: Serialize>(&self, value: &T, human: impl FnOnce() -> String) {
         if self.json {
-            println!("{value}");
+            match serde_json::to_string(value) {
+                Ok(json) => println!("{json}"),
+                Err(e) => println!("{{\"error\": \"{e}\"}}"),
+            }
         } else {
             println!("{}", human());
         }

@@ -55,8 +55,9 @@ pub fn run(global: &Global, args: WatchArgs) -> anyhow::Result<i32> {
         let mut seen = 0;
         while let Some(event) = events.next().await {
             let event = event?;
-            global.print(&event.data, || {
-                format!("{}\t{}\t{}", event.revision, event.kind, event.data)
+            global.print(&event, || {
+                let json = serde_json::to_string(&event).unwrap_or_default();
+                format!("{}\t{}\t{json}", event.revision, event.event.type_name())
             });
             seen += 1;
             if args.count.is_some_and(|n| seen >= n) {

@@ -131,10 +131,15 @@ impl Cluster {
 
     /// Three nodes from a cluster file.
     pub async fn three() -> Cluster {
+        Cluster::from_file(3, "").await
+    }
+
+    /// `nodes` nodes from a cluster file that also holds `extra` (TOML tables).
+    pub async fn from_file(nodes: u64, extra: &str) -> Cluster {
         let dir = TempDir::new().unwrap();
-        let mut file = String::new();
+        let mut file = format!("{extra}\n");
         let mut apis = BTreeMap::new();
-        for id in 1..=3u64 {
+        for id in 1..=nodes {
             let api = format!("127.0.0.1:{}", free_port());
             let peer = format!("127.0.0.1:{}", free_port());
             file.push_str(&format!(

@@ -1,20 +1,15 @@
 //! Elections: campaign (held open while queued), proclaim, resign, leader.
 
-use super::ReadParams;
-use crate::error::ApiResult;
-use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody, name};
-use crate::routes::leases::unexpected;
-use crate::routes::locks::release_with;
+use super::shared;
+use crate::convert;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody};
+use crate::queue;
 use crate::state::AppState;
-use crate::wait;
-use crate::wire::*;
 use axum::Json;
 use axum::extract::State;
-use baton_state_machine::{
-    Campaign, Claimant, Command, Fence, LeaseId, Proclaim, Resign, ResourceId, Response,
-};
-use serde::Serialize;
-use utoipa::ToSchema;
+use baton_state_machine::{Command, Fence, LeaseId, Proclaim, Resign, Response};
+use baton_wire::*;
 
 /// Campaigns: leads at once, or waits as a candidate (held open) up to `wait_ms`.
 #[utoipa::path(post, path = "/v1/elections/{name}/campaign", request_body = CampaignRequest,
@@ -25,27 +20,7 @@ pub(crate) async fn campaign(
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<CampaignRequest>,
 ) -> ApiResult<Json<GrantResponse>> {
-    let name = name("name", &raw)?;
-    let command = Command::Campaign(Campaign {
-        name: name.clone(),
-        lease: LeaseId(body.lease_id),
-        value: body.value,
-        wait_ms: body.wait_ms,
-    });
-    let claimant = Claimant::new(LeaseId(body.lease_id), "");
-    let resource = ResourceId::election(name);
-    Ok(Json(
-        wait::acquire(&state, key, command, resource, claimant, body.wait_ms).await?,
-    ))
-}
-
-/// A proclaim's answer.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct ProclaimResponse {
-    /// The leader's fence.
-    fence: u64,
-    /// The revision of the proclaim.
-    revision: u64,
+    Ok(Json(queue::acquire(&state, key, &raw, body).await?))
 }
 
 /// The leader sets a new value.
@@ -58,18 +33,18 @@ pub(crate) async fn proclaim(
     JsonBody(body): JsonBody<ProclaimRequest>,
 ) -> ApiResult<Json<ProclaimResponse>> {
     let command = Command::Proclaim(Proclaim {
-        name: name("name", &raw)?,
+        name: state.name("name", &raw)?,
         lease: LeaseId(body.lease_id),
         fence: body.fence.map(Fence),
         value: body.value,
     });
-    let applied = state.apply(key, command).await?;
+    let applied = state.propose(key, command).await?;
     match applied.response {
         Response::Proclaimed { fence } => Ok(Json(ProclaimResponse {
             fence: fence.0,
             revision: applied.revision.0,
         })),
-        other => Err(unexpected(&other)),
+        other => Err(ApiError::internal(other)),
     }
 }
 
@@ -83,11 +58,11 @@ pub(crate) async fn resign(
     JsonBody(body): JsonBody<ResignRequest>,
 ) -> ApiResult<Json<ReleaseResponse>> {
     let command = Command::Resign(Resign {
-        name: name("name", &raw)?,
+        name: state.name("name", &raw)?,
         lease: LeaseId(body.lease_id),
         fence: body.fence.map(Fence),
     });
-    release_with(&state, key, command).await
+    shared::release_with(&state, key, command).await
 }
 
 /// The current leader, its value and fence.
@@ -97,13 +72,13 @@ pub(crate) async fn get(
     ApiPath(raw): ApiPath<String>,
     ApiQuery(params): ApiQuery<ReadParams>,
 ) -> ApiResult<Json<ElectionResponse>> {
-    let name = name("name", &raw)?;
+    let name = state.name("name", &raw)?;
     let (leader, revision) = state
         .read(params.consistency, |sm| sm.election_leader(&name))
         .await?;
     Ok(Json(ElectionResponse {
         name,
-        leader: leader.as_ref().map(leader_dto),
+        leader: leader.as_ref().map(convert::leader),
         revision: revision.0,
     }))
 }

@@ -6,26 +6,28 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
-use serde_json::json;
+use baton_wire::{HealthResponse, ReadyResponse};
 
 /// The process is up.
-#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "ok")))]
-pub(crate) async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({"status": "ok"}))
+#[utoipa::path(get, path = "/healthz", responses((status = 200, body = HealthResponse)))]
+pub(crate) async fn healthz() -> Json<HealthResponse> {
+    Json(HealthResponse {
+        status: "ok".into(),
+    })
 }
 
 /// A leader is known and this node has applied what it knows to be committed.
-#[utoipa::path(get, path = "/readyz", responses((status = 200, description = "ready"), (status = 503, description = "not ready")))]
+#[utoipa::path(get, path = "/readyz", responses((status = 200, body = ReadyResponse), (status = 503, body = ReadyResponse)))]
 pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
     let status = state.node.status();
     let caught_up = status.applied_index >= status.committed_index;
     let ready = status.leader.is_some() && caught_up;
-    let body = Json(json!({
-        "ready": ready,
-        "leader": status.leader,
-        "applied_index": status.applied_index,
-        "commit_index": status.committed_index,
-    }));
+    let body = Json(ReadyResponse {
+        ready,
+        leader: status.leader,
+        applied_index: status.applied_index,
+        commit_index: status.committed_index,
+    });
     if ready {
         body.into_response()
     } else {

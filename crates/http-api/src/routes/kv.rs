@@ -1,18 +1,17 @@
 //! Keys: put (with compare-and-set), sequential create, get, range, delete, delete prefix.
 
 use super::LIST_LIMIT_DEFAULT;
+use crate::convert;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody, name, prefix};
-use crate::routes::leases::unexpected;
-use crate::state::{AppState, Consistency};
-use crate::wire::*;
+use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody};
+use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use baton_state_machine::{
     Command, Delete, DeletePrefix, LeaseId, Put, PutSequential, Response, Revision,
 };
-use serde::Deserialize;
+use baton_wire::*;
 
 /// Writes a key; `prev_revision` makes it a compare-and-set on `mod_revision`.
 #[utoipa::path(put, path = "/v1/kv/{key}", request_body = PutRequest,
@@ -24,12 +23,12 @@ pub(crate) async fn put(
     JsonBody(body): JsonBody<PutRequest>,
 ) -> ApiResult<Json<PutResponse>> {
     let command = Command::Put(Put {
-        key: name("key", &raw)?,
+        key: state.name("key", &raw)?,
         value: body.value,
         lease: body.lease_id.map(LeaseId),
         prev_revision: body.prev_revision.map(Revision),
     });
-    Ok(Json(put_answer(state.apply(idem, command).await?)?))
+    Ok(Json(put_answer(state.propose(idem, command).await?)?))
 }
 
 /// Creates `prefix` + a zero-padded, strictly increasing suffix.
@@ -42,11 +41,11 @@ pub(crate) async fn create_sequential(
     JsonBody(body): JsonBody<SequentialRequest>,
 ) -> ApiResult<(StatusCode, Json<PutResponse>)> {
     let command = Command::PutSequential(PutSequential {
-        prefix: name("prefix", &raw)?,
+        prefix: state.name("prefix", &raw)?,
         value: body.value,
         lease: body.lease_id.map(LeaseId),
     });
-    let answer = put_answer(state.apply(idem, command).await?)?;
+    let answer = put_answer(state.propose(idem, command).await?)?;
     Ok((StatusCode::CREATED, Json(answer)))
 }
 
@@ -62,16 +61,8 @@ fn put_answer(applied: baton_state_machine::Applied) -> ApiResult<PutResponse> {
             create_revision: create_revision.0,
             version,
         }),
-        other => Err(unexpected(&other)),
+        other => Err(ApiError::internal(other)),
     }
-}
-
-/// `GET /v1/kv/{key}` parameters.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct GetParams {
-    #[serde(default)]
-    consistency: Consistency,
 }
 
 /// Reads a key.
@@ -80,29 +71,16 @@ pub(crate) struct GetParams {
 pub(crate) async fn get(
     State(state): State<AppState>,
     ApiPath(raw): ApiPath<String>,
-    ApiQuery(params): ApiQuery<GetParams>,
+    ApiQuery(params): ApiQuery<ReadParams>,
 ) -> ApiResult<Json<KeyResponse>> {
-    let key = name("key", &raw)?;
+    let key = state.name("key", &raw)?;
     let (kv, revision) = state.read(params.consistency, |sm| sm.get(&key)).await?;
-    let kv = kv.ok_or_else(|| ApiError::NotFound {
-        code: "key_not_found",
-        message: format!("key {key:?} not found"),
-    })?;
+    let kv = kv
+        .ok_or_else(|| ApiError::new(ErrorDetail::KeyNotFound, format!("key {key:?} not found")))?;
     Ok(Json(KeyResponse {
-        kv: key_dto(&kv),
+        kv: convert::key_value(&kv),
         revision: revision.0,
     }))
-}
-
-/// `GET /v1/kv` parameters.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RangeParams {
-    #[serde(default)]
-    prefix: String,
-    limit: Option<usize>,
-    #[serde(default)]
-    consistency: Consistency,
 }
 
 /// Keys under a prefix, in order.
@@ -111,24 +89,17 @@ pub(crate) async fn range(
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<RangeParams>,
 ) -> ApiResult<Json<RangeResponse>> {
-    let prefix = prefix("prefix", &params.prefix)?;
+    let prefix = state.prefix("prefix", &params.prefix)?;
     let limit = params.limit.unwrap_or(LIST_LIMIT_DEFAULT);
     state.node.config().limits.check_range_limit(limit)?;
     let ((kvs, more), revision) = state
         .read(params.consistency, |sm| sm.range(&prefix, limit))
         .await?;
     Ok(Json(RangeResponse {
-        kvs: kvs.iter().map(key_dto).collect(),
+        kvs: kvs.iter().map(convert::key_value).collect(),
         more,
         revision: revision.0,
     }))
-}
-
-/// `DELETE /v1/kv/{key}` parameters.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct DeleteParams {
-    prev_revision: Option<u64>,
 }
 
 /// Deletes a key (compare-and-set with `?prev_revision=`).
@@ -142,17 +113,10 @@ pub(crate) async fn delete(
     ApiQuery(params): ApiQuery<DeleteParams>,
 ) -> ApiResult<Json<DeleteResponse>> {
     let command = Command::Delete(Delete {
-        key: name("key", &raw)?,
+        key: state.name("key", &raw)?,
         prev_revision: params.prev_revision.map(Revision),
     });
-    delete_answer(state.apply(idem, command).await?)
-}
-
-/// `DELETE /v1/kv?prefix=` parameters.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct DeletePrefixParams {
-    prefix: String,
+    delete_answer(state.propose(idem, command).await?)
 }
 
 /// Deletes every key under a non-empty prefix, in one revision.
@@ -163,9 +127,9 @@ pub(crate) async fn delete_prefix(
     ApiQuery(params): ApiQuery<DeletePrefixParams>,
 ) -> ApiResult<Json<DeleteResponse>> {
     let command = Command::DeletePrefix(DeletePrefix {
-        prefix: name("prefix", &params.prefix)?,
+        prefix: state.name("prefix", &params.prefix)?,
     });
-    delete_answer(state.apply(idem, command).await?)
+    delete_answer(state.propose(idem, command).await?)
 }
 
 fn delete_answer(applied: baton_state_machine::Applied) -> ApiResult<Json<DeleteResponse>> {
@@ -174,6 +138,6 @@ fn delete_answer(applied: baton_state_machine::Applied) -> ApiResult<Json<Delete
             deleted,
             revision: applied.revision.0,
         })),
-        other => Err(unexpected(&other)),
+        other => Err(ApiError::internal(other)),
     }
 }

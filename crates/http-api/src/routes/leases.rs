@@ -1,14 +1,14 @@
 //! Leases: grant, keepalive, get, list, revoke.
 
-use super::ReadParams;
+use crate::convert;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody};
 use crate::state::AppState;
-use crate::wire::*;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use baton_state_machine::{Command, LeaseGrant, LeaseId, LeaseRevoke, Response};
+use baton_wire::*;
 
 /// Grants a lease.
 #[utoipa::path(post, path = "/v1/leases", request_body = LeaseGrantRequest,
@@ -19,7 +19,7 @@ pub(crate) async fn grant(
     JsonBody(body): JsonBody<LeaseGrantRequest>,
 ) -> ApiResult<(StatusCode, Json<LeaseResponse>)> {
     let applied = state
-        .apply(
+        .propose(
             key,
             Command::LeaseGrant(LeaseGrant {
                 ttl_ms: body.ttl_ms,
@@ -27,7 +27,7 @@ pub(crate) async fn grant(
         )
         .await?;
     let Response::LeaseGranted { lease, ttl_ms } = applied.response else {
-        return Err(unexpected(&applied.response));
+        return Err(ApiError::internal(&applied.response));
     };
     Ok((
         StatusCode::CREATED,
@@ -83,8 +83,8 @@ pub(crate) async fn get(
         claims: info
             .claims
             .into_iter()
-            .map(|(resource, owner)| ClaimDto {
-                kind: resource.kind.as_str().into(),
+            .map(|(resource, owner)| Claim {
+                kind: convert::kind(resource.kind),
                 name: resource.name,
                 owner,
             })
@@ -105,7 +105,7 @@ pub(crate) async fn list(
     Ok(Json(LeaseListResponse {
         leases: leases
             .into_iter()
-            .map(|l| LeaseSummaryDto {
+            .map(|l| LeaseSummary {
                 lease_id: l.lease.0,
                 ttl_ms: l.ttl_ms,
             })
@@ -123,7 +123,7 @@ pub(crate) async fn revoke(
     ApiPath(id): ApiPath<u64>,
 ) -> ApiResult<Json<RevokeResponse>> {
     let applied = state
-        .apply(
+        .propose(
             key,
             Command::LeaseRevoke(LeaseRevoke { lease: LeaseId(id) }),
         )
@@ -135,7 +135,7 @@ pub(crate) async fn revoke(
         ..
     } = applied.response
     else {
-        return Err(unexpected(&applied.response));
+        return Err(ApiError::internal(&applied.response));
     };
     Ok(Json(RevokeResponse {
         lease_id: id,
@@ -147,17 +147,5 @@ pub(crate) async fn revoke(
 }
 
 fn lease_not_found(id: u64) -> ApiError {
-    ApiError::NotFound {
-        code: "lease_not_found",
-        message: format!("lease {id} not found"),
-    }
-}
-
-/// An answer of an unexpected kind: a bug of ours, reported without a 500 to the client's
-/// input (the outcome may have happened).
-pub(crate) fn unexpected(response: &Response) -> ApiError {
-    tracing::error!(?response, "unexpected state machine answer");
-    ApiError::Node(baton_raft_node::NodeError::Indeterminate(format!(
-        "unexpected answer {response:?}"
-    )))
+    ApiError::new(ErrorDetail::LeaseNotFound, format!("lease {id} not found"))
 }

@@ -1,21 +1,18 @@
-//! Locks: acquire (held open while queued), release, fence check, state, list, admin
-//! force-release. Semaphores and elections reuse the release and state helpers here.
+//! Locks: acquire (held open while queued, `queue.rs`), release, fence check, state, list,
+//! admin force-release.
 
-use super::{LIST_LIMIT_DEFAULT, ReadParams};
-use crate::error::ApiResult;
-use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody, name, prefix, require_admin};
-use crate::routes::leases::unexpected;
-use crate::state::{AppState, Consistency};
-use crate::wait;
-use crate::wire::*;
+use super::LIST_LIMIT_DEFAULT;
+use super::shared;
+use crate::convert;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody, require_admin};
+use crate::queue;
+use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use baton_state_machine::{
-    Claimant, Command, Fence, ForceRelease, LeaseId, LockAcquire, Mode, Release, ResourceId,
-    ResourceKind, Response,
-};
-use serde::Deserialize;
+use baton_state_machine::{Command, Fence, ForceRelease, ResourceId, ResourceKind, Response};
+use baton_wire::*;
 
 /// Acquires a lock; with `wait_ms > 0` the request is held open until the grant or the
 /// deadline.
@@ -28,23 +25,7 @@ pub(crate) async fn acquire(
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<AcquireRequest>,
 ) -> ApiResult<Json<GrantResponse>> {
-    let name = name("name", &raw)?;
-    let command = Command::LockAcquire(LockAcquire {
-        name: name.clone(),
-        lease: LeaseId(body.lease_id),
-        owner: body.owner.clone(),
-        mode: match body.mode {
-            ModeDto::Exclusive => Mode::Exclusive,
-            ModeDto::Shared => Mode::Shared,
-        },
-        wait_ms: body.wait_ms,
-        lock_delay_ms: body.lock_delay_ms,
-    });
-    let claimant = Claimant::new(LeaseId(body.lease_id), body.owner);
-    let resource = ResourceId::lock(name);
-    Ok(Json(
-        wait::acquire(&state, key, command, resource, claimant, body.wait_ms).await?,
-    ))
+    Ok(Json(queue::acquire(&state, key, &raw, body).await?))
 }
 
 /// Releases a lock (one re-entrant count), or cancels a queued acquire.
@@ -56,45 +37,8 @@ pub(crate) async fn release(
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<ReleaseRequest>,
 ) -> ApiResult<Json<ReleaseResponse>> {
-    let release = release_of(&raw, body)?;
-    release_with(&state, key, Command::LockRelease(release)).await
-}
-
-/// The release payload of a lock or semaphore release request.
-pub(crate) fn release_of(raw: &str, body: ReleaseRequest) -> ApiResult<Release> {
-    Ok(Release {
-        name: name("name", raw)?,
-        lease: LeaseId(body.lease_id),
-        owner: body.owner,
-        fence: body.fence.map(Fence),
-    })
-}
-
-/// Proposes a release-like command and shapes its answer.
-pub(crate) async fn release_with(
-    state: &AppState,
-    key: Option<String>,
-    command: Command,
-) -> ApiResult<Json<ReleaseResponse>> {
-    let applied = state.apply(key, command).await?;
-    let revision = applied.revision.0;
-    match applied.response {
-        Response::Released {
-            released, count, ..
-        } => Ok(Json(ReleaseResponse {
-            released,
-            count,
-            cancelled: false,
-            revision,
-        })),
-        Response::Cancelled { .. } => Ok(Json(ReleaseResponse {
-            released: false,
-            count: 0,
-            cancelled: true,
-            revision,
-        })),
-        other => Err(unexpected(&other)),
-    }
+    let release = shared::release_of(&state, &raw, body)?;
+    shared::release_with(&state, key, Command::LockRelease(release)).await
 }
 
 /// Whether a fence is the current grant (linearizable).
@@ -105,7 +49,7 @@ pub(crate) async fn check(
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<CheckRequest>,
 ) -> ApiResult<Json<CheckResponse>> {
-    let id = ResourceId::lock(name("name", &raw)?);
+    let id = ResourceId::lock(state.name("name", &raw)?);
     let (check, revision) = state
         .read(Consistency::Linearizable, |sm| {
             sm.check_fence(&id, Fence(body.fence))
@@ -125,43 +69,17 @@ pub(crate) async fn get(
     ApiPath(raw): ApiPath<String>,
     ApiQuery(params): ApiQuery<ReadParams>,
 ) -> ApiResult<Json<LockStateResponse>> {
-    state_of(
-        &state,
-        ResourceId::lock(name("name", &raw)?),
-        params.consistency,
-    )
-    .await
-}
-
-/// The state of a lock or semaphore.
-pub(crate) async fn state_of(
-    state: &AppState,
-    id: ResourceId,
-    consistency: Consistency,
-) -> ApiResult<Json<LockStateResponse>> {
-    let (lock, revision) = state.read(consistency, |sm| sm.lock_state(&id)).await?;
-    Ok(Json(lock_state_response(&id.name, lock, revision.0)))
-}
-
-/// `GET /v1/locks` parameters.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ListParams {
-    #[serde(default)]
-    prefix: String,
-    limit: Option<usize>,
-    after: Option<String>,
-    #[serde(default)]
-    consistency: Consistency,
+    let id = ResourceId::lock(state.name("name", &raw)?);
+    shared::state_of(&state, id, params.consistency).await
 }
 
 /// Locks in use, by name prefix.
 #[utoipa::path(get, path = "/v1/locks", responses((status = 200, body = LockListResponse)))]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    ApiQuery(params): ApiQuery<ListParams>,
+    ApiQuery(params): ApiQuery<LockListParams>,
 ) -> ApiResult<Json<LockListResponse>> {
-    let prefix = prefix("prefix", &params.prefix)?;
+    let prefix = state.prefix("prefix", &params.prefix)?;
     let limit = params
         .limit
         .unwrap_or(LIST_LIMIT_DEFAULT)
@@ -173,7 +91,7 @@ pub(crate) async fn list(
         })
         .await?;
     Ok(Json(LockListResponse {
-        locks: locks.iter().map(lock_summary_dto).collect(),
+        locks: locks.iter().map(convert::lock_summary).collect(),
         revision: revision.0,
     }))
 }
@@ -188,15 +106,15 @@ pub(crate) async fn force_release(
     ApiPath(raw): ApiPath<String>,
 ) -> ApiResult<Json<ForceReleaseResponse>> {
     require_admin(&state, &headers)?;
-    let resource = ResourceId::lock(name("name", &raw)?);
+    let resource = ResourceId::lock(state.name("name", &raw)?);
     let applied = state
-        .apply(key, Command::ForceRelease(ForceRelease { resource }))
+        .propose(key, Command::ForceRelease(ForceRelease { resource }))
         .await?;
     match applied.response {
         Response::ForceReleased { holders } => Ok(Json(ForceReleaseResponse {
             holders_released: holders,
             revision: applied.revision.0,
         })),
-        other => Err(unexpected(&other)),
+        other => Err(ApiError::internal(other)),
     }
 }

@@ -1,15 +1,14 @@
 //! Semaphores: acquire permits (held open while queued), release, state.
 
-use super::ReadParams;
+use super::shared;
 use crate::error::ApiResult;
-use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody, name};
-use crate::routes::locks::{release_of, release_with, state_of};
+use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody};
+use crate::queue;
 use crate::state::AppState;
-use crate::wait;
-use crate::wire::*;
 use axum::Json;
 use axum::extract::State;
-use baton_state_machine::{Claimant, Command, LeaseId, ResourceId, SemaphoreAcquire};
+use baton_state_machine::{Command, ResourceId};
+use baton_wire::*;
 
 /// Acquires permits of a semaphore of `limit` permits.
 #[utoipa::path(post, path = "/v1/semaphores/{name}/acquire", request_body = SemaphoreAcquireRequest,
@@ -20,20 +19,7 @@ pub(crate) async fn acquire(
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<SemaphoreAcquireRequest>,
 ) -> ApiResult<Json<GrantResponse>> {
-    let name = name("name", &raw)?;
-    let command = Command::SemaphoreAcquire(SemaphoreAcquire {
-        name: name.clone(),
-        lease: LeaseId(body.lease_id),
-        owner: body.owner.clone(),
-        limit: body.limit,
-        permits: body.permits,
-        wait_ms: body.wait_ms,
-    });
-    let claimant = Claimant::new(LeaseId(body.lease_id), body.owner);
-    let resource = ResourceId::semaphore(name);
-    Ok(Json(
-        wait::acquire(&state, key, command, resource, claimant, body.wait_ms).await?,
-    ))
+    Ok(Json(queue::acquire(&state, key, &raw, body).await?))
 }
 
 /// Releases a semaphore hold, or cancels a queued acquire.
@@ -45,8 +31,8 @@ pub(crate) async fn release(
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<ReleaseRequest>,
 ) -> ApiResult<Json<ReleaseResponse>> {
-    let release = release_of(&raw, body)?;
-    release_with(&state, key, Command::SemaphoreRelease(release)).await
+    let release = shared::release_of(&state, &raw, body)?;
+    shared::release_with(&state, key, Command::SemaphoreRelease(release)).await
 }
 
 /// A semaphore's holders, queue and limit.
@@ -56,10 +42,6 @@ pub(crate) async fn get(
     ApiPath(raw): ApiPath<String>,
     ApiQuery(params): ApiQuery<ReadParams>,
 ) -> ApiResult<Json<LockStateResponse>> {
-    state_of(
-        &state,
-        ResourceId::semaphore(name("name", &raw)?),
-        params.consistency,
-    )
-    .await
+    let id = ResourceId::semaphore(state.name("name", &raw)?);
+    shared::state_of(&state, id, params.consistency).await
 }

@@ -1,17 +1,16 @@
 //! `POST /v1/txn`: etcd-style compares, then the success or failure operations, in one
 //! revision.
 
+use crate::convert;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{IdempotencyKey, JsonBody};
-use crate::routes::leases::unexpected;
 use crate::state::AppState;
-use crate::wire::*;
 use axum::Json;
 use axum::extract::State;
 use baton_state_machine::{
     Command, Compare, CompareOp, CompareTarget, LeaseId, Response, Revision, Txn, TxnOp,
 };
-use serde_json::Value;
+use baton_wire::{self as wire, TxnRequest, TxnResponse};
 
 /// Range limit of a txn read when none is given.
 const RANGE_LIMIT_DEFAULT: usize = 100;
@@ -32,63 +31,54 @@ pub(crate) async fn txn(
         success: body.success.into_iter().map(op).collect(),
         failure: body.failure.into_iter().map(op).collect(),
     };
-    let applied = state.apply(idem, Command::Txn(txn)).await?;
+    let applied = state.propose(idem, Command::Txn(txn)).await?;
     match applied.response {
         Response::Txn { succeeded, results } => Ok(Json(TxnResponse {
             succeeded,
-            results: results.iter().map(txn_result_json).collect(),
+            results: results.iter().map(convert::txn_result).collect(),
             revision: applied.revision.0,
         })),
-        other => Err(unexpected(&other)),
+        other => Err(ApiError::internal(other)),
     }
 }
 
-fn compare(dto: CompareDto) -> ApiResult<Compare> {
-    let op = match dto.op.as_str() {
-        "equal" | "=" | "==" => CompareOp::Equal,
-        "not_equal" | "!=" => CompareOp::NotEqual,
-        "greater" | ">" => CompareOp::Greater,
-        "less" | "<" => CompareOp::Less,
-        other => {
-            return Err(ApiError::BadRequest(format!(
-                "compare.op: unknown {other:?}"
-            )));
+fn compare(c: wire::Compare) -> ApiResult<Compare> {
+    let op = match c.op {
+        wire::CompareOp::Equal => CompareOp::Equal,
+        wire::CompareOp::NotEqual => CompareOp::NotEqual,
+        wire::CompareOp::Greater => CompareOp::Greater,
+        wire::CompareOp::Less => CompareOp::Less,
+    };
+    let target = match (c.target, c.value) {
+        (wire::CompareTarget::Value, wire::CompareValue::Text(v)) => CompareTarget::Value(v),
+        (wire::CompareTarget::Value, wire::CompareValue::Number(_)) => {
+            return Err(ApiError::bad_request(
+                "compare.value must be a string for value",
+            ));
         }
-    };
-    let number = |v: &Value| {
-        v.as_u64().ok_or_else(|| {
-            ApiError::BadRequest(format!("compare.value must be a number for {}", dto.target))
-        })
-    };
-    let target = match dto.target.as_str() {
-        "value" => CompareTarget::Value(
-            dto.value
-                .as_str()
-                .ok_or_else(|| {
-                    ApiError::BadRequest("compare.value must be a string for value".into())
-                })?
-                .to_owned(),
-        ),
-        "version" => CompareTarget::Version(number(&dto.value)?),
-        "create_revision" => CompareTarget::CreateRevision(Revision(number(&dto.value)?)),
-        "mod_revision" => CompareTarget::ModRevision(Revision(number(&dto.value)?)),
-        "lease" => CompareTarget::Lease(LeaseId(number(&dto.value)?)),
-        other => {
-            return Err(ApiError::BadRequest(format!(
-                "compare.target: unknown {other:?}"
+        (target, wire::CompareValue::Number(n)) => match target {
+            wire::CompareTarget::Version => CompareTarget::Version(n),
+            wire::CompareTarget::CreateRevision => CompareTarget::CreateRevision(Revision(n)),
+            wire::CompareTarget::ModRevision => CompareTarget::ModRevision(Revision(n)),
+            wire::CompareTarget::Lease => CompareTarget::Lease(LeaseId(n)),
+            wire::CompareTarget::Value => CompareTarget::Value(n.to_string()),
+        },
+        (target, wire::CompareValue::Text(_)) => {
+            return Err(ApiError::bad_request(format!(
+                "compare.value must be a number for {target:?}"
             )));
         }
     };
     Ok(Compare {
-        key: dto.key,
+        key: c.key,
         target,
         op,
     })
 }
 
-fn op(dto: TxnOpDto) -> TxnOp {
-    match dto {
-        TxnOpDto::Put {
+fn op(op: wire::TxnOp) -> TxnOp {
+    match op {
+        wire::TxnOp::Put {
             key,
             value,
             lease_id,
@@ -97,9 +87,9 @@ fn op(dto: TxnOpDto) -> TxnOp {
             value,
             lease: lease_id.map(LeaseId),
         },
-        TxnOpDto::Delete { key } => TxnOp::Delete { key },
-        TxnOpDto::DeletePrefix { prefix } => TxnOp::DeletePrefix { prefix },
-        TxnOpDto::Range { prefix, limit } => TxnOp::Range {
+        wire::TxnOp::Delete { key } => TxnOp::Delete { key },
+        wire::TxnOp::DeletePrefix { prefix } => TxnOp::DeletePrefix { prefix },
+        wire::TxnOp::Range { prefix, limit } => TxnOp::Range {
             prefix,
             limit: limit.unwrap_or(RANGE_LIMIT_DEFAULT),
         },

@@ -3,20 +3,17 @@
 //! filter and without duplicates; a `progress` event carries the revision everything up to
 //! which has been delivered; a start older than the window is 410 `compacted`.
 
+use crate::convert;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{ApiQuery, name, prefix};
+use crate::extract::ApiQuery;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use baton_raft_node::AppliedProgress;
-use baton_state_machine::{
-    CancelReason, Event, EventFilter, EventKind, LeaseId, Rejection, ReleaseReason, ResourceId,
-    Revision,
-};
+use baton_state_machine::{EventFilter, LeaseId, Rejection, ResourceId, Revision};
+use baton_wire::{ErrorBody, Progress, WatchParams};
 use futures_util::Stream;
-use serde::Deserialize;
-use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
@@ -26,40 +23,28 @@ use tokio::sync::watch;
 /// Events read from the window per step.
 const READ_BATCH: usize = 1_024;
 
-/// `GET /v1/watch` parameters: at most one filter, and where to start.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct WatchParams {
-    key: Option<String>,
-    prefix: Option<String>,
-    lock: Option<String>,
-    semaphore: Option<String>,
-    election: Option<String>,
-    lease: Option<u64>,
-    start_revision: Option<u64>,
-}
-
-fn filter(p: &WatchParams) -> ApiResult<EventFilter> {
+fn filter(state: &AppState, p: &WatchParams) -> ApiResult<EventFilter> {
     let mut filters = Vec::new();
     if let Some(k) = &p.key {
-        filters.push(EventFilter::Key(name("key", k)?));
+        filters.push(EventFilter::Key(state.name("key", k)?));
     }
     if let Some(x) = &p.prefix {
-        filters.push(EventFilter::Prefix(prefix("prefix", x)?));
+        filters.push(EventFilter::Prefix(state.prefix("prefix", x)?));
     }
     if let Some(n) = &p.lock {
-        filters.push(EventFilter::Resource(ResourceId::lock(name("lock", n)?)));
+        filters.push(EventFilter::Resource(ResourceId::lock(
+            state.name("lock", n)?,
+        )));
     }
     if let Some(n) = &p.semaphore {
-        filters.push(EventFilter::Resource(ResourceId::semaphore(name(
-            "semaphore",
-            n,
-        )?)));
+        filters.push(EventFilter::Resource(ResourceId::semaphore(
+            state.name("semaphore", n)?,
+        )));
     }
     if let Some(n) = &p.election {
-        filters.push(EventFilter::Resource(ResourceId::election(name(
-            "election", n,
-        )?)));
+        filters.push(EventFilter::Resource(ResourceId::election(
+            state.name("election", n)?,
+        )));
     }
     if let Some(l) = p.lease {
         filters.push(EventFilter::Lease(LeaseId(l)));
@@ -67,8 +52,8 @@ fn filter(p: &WatchParams) -> ApiResult<EventFilter> {
     match filters.len() {
         0 => Ok(EventFilter::All),
         1 => Ok(filters.remove(0)),
-        _ => Err(ApiError::BadRequest(
-            "give at most one of key, prefix, lock, semaphore, election, lease".into(),
+        _ => Err(ApiError::bad_request(
+            "give at most one of key, prefix, lock, semaphore, election, lease",
         )),
     }
 }
@@ -81,13 +66,13 @@ pub(crate) async fn watch(
     headers: HeaderMap,
     ApiQuery(params): ApiQuery<WatchParams>,
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
-    let filter = filter(&params)?;
+    let filter = filter(&state, &params)?;
     let resume = match headers.get("last-event-id") {
         Some(v) => Some(
             v.to_str()
                 .ok()
                 .and_then(|s| s.trim().parse::<u64>().ok())
-                .ok_or_else(|| ApiError::BadRequest("Last-Event-ID must be a revision".into()))?,
+                .ok_or_else(|| ApiError::bad_request("Last-Event-ID must be a revision"))?,
         ),
         None => None,
     };
@@ -171,7 +156,7 @@ impl WatchStream {
                     let progress = SseEvent::default()
                         .id(delivered.to_string())
                         .event("progress")
-                        .data(json!({ "revision": delivered }).to_string());
+                        .data(to_json(&Progress { revision: delivered }));
                     return Some((Ok(progress), self));
                 }
                 () = self.state.shutdown.cancelled() => return None,
@@ -200,9 +185,10 @@ impl WatchStream {
             }
             Err(Rejection::Compacted { oldest }) => {
                 // The client fell behind the window: say so and end the stream.
-                let error = json!({"error": {"code": "compacted", "oldest_revision": oldest.0}});
+                let error = ApiError::from(Rejection::Compacted { oldest });
+                let body = ErrorBody::new(error.detail, error.message);
                 self.buffer
-                    .push_back(SseEvent::default().event("error").data(error.to_string()));
+                    .push_back(SseEvent::default().event("error").data(to_json(&body)));
                 self.done = true;
                 true
             }
@@ -215,105 +201,19 @@ impl WatchStream {
     }
 }
 
-fn sse_event(e: &Event) -> SseEvent {
+fn sse_event(e: &baton_state_machine::Event) -> SseEvent {
+    let event = convert::event(e);
     SseEvent::default()
-        .id(e.revision.0.to_string())
-        .event(e.kind.name())
-        .data(event_json(e).to_string())
+        .id(event.revision.to_string())
+        .event(event.event.type_name())
+        .data(to_json(&event))
 }
 
-/// An event's JSON data.
-pub(crate) fn event_json(e: &Event) -> Value {
-    let mut v = match &e.kind {
-        EventKind::KeyPut {
-            key,
-            value,
-            create_revision,
-            version,
-            lease,
-        } => json!({
-            "key": key, "value": value, "create_revision": create_revision.0,
-            "mod_revision": e.revision.0, "version": version, "lease_id": lease.map(|l| l.0),
-        }),
-        EventKind::KeyDeleted { key, lease } => json!({"key": key, "lease_id": lease.map(|l| l.0)}),
-        EventKind::Queued {
-            resource,
-            lease,
-            owner,
-            demand,
-            position,
-            wait_ms,
-        } => json!({
-            "name": resource.name, "lease_id": lease.0, "owner": owner,
-            "mode": crate::wire::demand_parts(*demand).0, "position": position, "wait_ms": wait_ms,
-        }),
-        EventKind::Granted {
-            resource,
-            lease,
-            owner,
-            demand,
-            fence,
-            enqueued,
-        } => json!({
-            "name": resource.name, "lease_id": lease.0, "owner": owner,
-            "mode": crate::wire::demand_parts(*demand).0, "fence": fence.0,
-            "enqueued_revision": enqueued.map(|r| r.0),
-        }),
-        EventKind::CountChanged {
-            resource,
-            lease,
-            owner,
-            fence,
-            count,
-        } => json!({
-            "name": resource.name, "lease_id": lease.0, "owner": owner, "fence": fence.0, "count": count,
-        }),
-        EventKind::Released {
-            resource,
-            lease,
-            owner,
-            fence,
-            reason,
-        } => json!({
-            "name": resource.name, "lease_id": lease.0, "owner": owner, "fence": fence.0,
-            "reason": match reason {
-                ReleaseReason::Released => "released",
-                ReleaseReason::Forced => "forced",
-                ReleaseReason::LeaseRevoked => "lease_revoked",
-                ReleaseReason::LeaseExpired => "lease_expired",
-            },
-        }),
-        EventKind::Cancelled {
-            resource,
-            lease,
-            owner,
-            enqueued,
-            reason,
-        } => json!({
-            "name": resource.name, "lease_id": lease.0, "owner": owner,
-            "enqueued_revision": enqueued.0,
-            "reason": match reason {
-                CancelReason::Cancelled => "cancelled",
-                CancelReason::TimedOut => "timed_out",
-                CancelReason::LeaseRevoked => "lease_revoked",
-                CancelReason::LeaseExpired => "lease_expired",
-            },
-        }),
-        EventKind::DelayStarted { resource, delay_ms } => {
-            json!({"name": resource.name, "delay_ms": delay_ms})
-        }
-        EventKind::DelayEnded { resource } => json!({"name": resource.name}),
-        EventKind::LeaderChanged { election, leader } => json!({
-            "name": election, "leader": leader.as_ref().map(crate::wire::leader_dto),
-        }),
-        EventKind::LeaseGranted { lease, ttl_ms } => json!({"lease_id": lease.0, "ttl_ms": ttl_ms}),
-        EventKind::LeaseRevoked { lease } | EventKind::LeaseExpired { lease } => {
-            json!({"lease_id": lease.0})
-        }
-    };
-    if let Some(object) = v.as_object_mut() {
-        object.insert("revision".into(), json!(e.revision.0));
-        object.insert("type".into(), json!(e.kind.name()));
-    }
-    v
+/// A value as one line of JSON (an SSE `data` field).
+fn to_json(value: &impl serde::Serialize) -> String {
+    // The wire types serialise to JSON objects; nothing here can fail.
+    serde_json::to_string(value).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "watch event not serialisable");
+        String::from("{}")
+    })
 }

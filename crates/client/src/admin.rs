@@ -1,0 +1,66 @@
+//! What operators and the CLI look at and change: leases, locks in use, force-release,
+//! membership.
+
+use crate::client::{Call, Client, segment};
+use crate::error::Result;
+use crate::keys::query_string;
+use baton_wire::{
+    AddMemberRequest, ClusterStatus, ForceReleaseResponse, LeaseInfoResponse, LeaseListResponse,
+    LockListParams, LockListResponse, LockStateResponse,
+};
+
+impl Client {
+    /// Live leases, in id order.
+    pub async fn leases(&self) -> Result<LeaseListResponse> {
+        self.get_json("/v1/leases").await
+    }
+
+    /// A lease: its TTL, what remains of it on the leader's clock, and what it owns.
+    pub async fn lease_info(&self, id: u64) -> Result<LeaseInfoResponse> {
+        self.get_json(&format!("/v1/leases/{id}")).await
+    }
+
+    /// Locks in use (held, waited for, or in a lock-delay) under `prefix`, in name order.
+    pub async fn locks(&self, prefix: &str) -> Result<LockListResponse> {
+        let params = LockListParams {
+            prefix: prefix.to_owned(),
+            ..LockListParams::default()
+        };
+        self.get_json(&format!("/v1/locks{}", query_string(&params)))
+            .await
+    }
+
+    /// A lock's holders, queue and lock-delay (empty lists when it is free).
+    pub async fn lock_state(&self, name: &str) -> Result<LockStateResponse> {
+        self.get_json(&format!("/v1/locks/{}", segment(name))).await
+    }
+
+    /// Admin: releases every holder of a lock.
+    pub async fn force_release(&self, name: &str) -> Result<ForceReleaseResponse> {
+        self.delete_path(&format!("/v1/locks/{}", segment(name)))
+            .await
+    }
+
+    /// Admin, on the leader: adds a member (it joins as a learner, catches up, then votes).
+    pub async fn add_member(&self, id: u64, peer: &str, api: &str) -> Result<ClusterStatus> {
+        let body = AddMemberRequest {
+            id,
+            peer: peer.to_owned(),
+            api: api.to_owned(),
+        };
+        // Membership changes carry no idempotency key (they are not replicated commands):
+        // retried only where nothing was sent, like a read.
+        self.post("/v1/cluster/members", &body, Call::READ).await
+    }
+
+    /// Admin, on the leader: removes a member.
+    pub async fn remove_member(&self, id: u64) -> Result<ClusterStatus> {
+        self.call::<(), _>(
+            reqwest::Method::DELETE,
+            &format!("/v1/cluster/members/{id}"),
+            None,
+            Call::READ,
+        )
+        .await
+    }
+}

@@ -1,0 +1,56 @@
+//! What the lock, semaphore and election routes share: the release answer, the release
+//! payload, the state of a queued resource, and the read parameters.
+
+use crate::convert;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use axum::Json;
+use baton_state_machine::{Command, Fence, LeaseId, Release, ResourceId, Response};
+use baton_wire::{Consistency, LockStateResponse, ReleaseRequest, ReleaseResponse};
+
+/// The release payload of a lock or semaphore release request.
+pub(crate) fn release_of(state: &AppState, raw: &str, body: ReleaseRequest) -> ApiResult<Release> {
+    Ok(Release {
+        name: state.name("name", raw)?,
+        lease: LeaseId(body.lease_id),
+        owner: body.owner,
+        fence: body.fence.map(Fence),
+    })
+}
+
+/// Proposes a release-like command (release, resign, cancel) and shapes its answer.
+pub(crate) async fn release_with(
+    state: &AppState,
+    key: Option<String>,
+    command: Command,
+) -> ApiResult<Json<ReleaseResponse>> {
+    let applied = state.propose(key, command).await?;
+    let revision = applied.revision.0;
+    match applied.response {
+        Response::Released {
+            released, count, ..
+        } => Ok(Json(ReleaseResponse {
+            released,
+            count,
+            cancelled: false,
+            revision,
+        })),
+        Response::Cancelled { .. } => Ok(Json(ReleaseResponse {
+            released: false,
+            count: 0,
+            cancelled: true,
+            revision,
+        })),
+        other => Err(ApiError::internal(other)),
+    }
+}
+
+/// The state of a lock or semaphore.
+pub(crate) async fn state_of(
+    state: &AppState,
+    id: ResourceId,
+    consistency: Consistency,
+) -> ApiResult<Json<LockStateResponse>> {
+    let (lock, revision) = state.read(consistency, |sm| sm.lock_state(&id)).await?;
+    Ok(Json(convert::lock_state(&id.name, lock, revision.0)))
+}
