@@ -28,7 +28,7 @@ enum Command {
     /// 127.0.0.1:7070, peers on 127.0.0.1:7071).
     Serve(serve::ServeArgs),
     /// Run a command while holding a lock (the fence in BATON_FENCE).
-    Lock(cmd::lock::LockArgs),
+    Lock(cmd::run_locked::LockArgs),
     /// Leases.
     #[command(
         subcommand,
@@ -65,7 +65,7 @@ fn main() {
     let global = cli.global;
     let result = match cli.command {
         Command::Serve(args) => serve::run(args).map(|()| 0),
-        Command::Lock(args) => cmd::lock::run(&global, args),
+        Command::Lock(args) => cmd::run_locked::run(&global, args),
         Command::Lease(c) => cmd::lease::run(&global, c),
         Command::Kv(c) => cmd::kv::run(&global, c),
         Command::Watch(a) => cmd::watch::run(&global, a),

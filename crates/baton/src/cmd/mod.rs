@@ -5,8 +5,8 @@ pub mod cluster;
 pub mod elect;
 pub mod kv;
 pub mod lease;
-pub mod lock;
 pub mod locks;
+pub mod run_locked;
 pub mod watch;
 
 use baton_client::Client;
