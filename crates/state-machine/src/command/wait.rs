@@ -48,10 +48,15 @@ pub struct LockDelayElapsed {
     pub since: Revision,
 }
 
+/// A command naming one claim on one resource: its name and owner within the limits.
+fn check_claim(limits: &Limits, resource: &ResourceId, owner: &str) -> Result<(), Error> {
+    limits.check_name("name", &resource.name)?;
+    limits.check_owner(owner)
+}
+
 impl Cancel {
     pub(crate) fn validate(&self, limits: &Limits) -> Result<(), Error> {
-        limits.check_name("name", &self.resource.name)?;
-        limits.check_owner(&self.owner)
+        check_claim(limits, &self.resource, &self.owner)
     }
 
     pub(crate) fn apply(self, sm: &mut StateMachine, ctx: &mut Ctx) -> Response {
@@ -68,8 +73,7 @@ impl Cancel {
 
 impl AcquireTimeout {
     pub(crate) fn validate(&self, limits: &Limits) -> Result<(), Error> {
-        limits.check_name("name", &self.resource.name)?;
-        limits.check_owner(&self.owner)
+        check_claim(limits, &self.resource, &self.owner)
     }
 
     pub(crate) fn apply(self, sm: &mut StateMachine, ctx: &mut Ctx) -> Response {
