@@ -2,11 +2,17 @@
 //! concurrent clients, faults on a seeded schedule, a recorded history, and one checker
 //! per guarantee of spec §5. See `docs/jepsen.md`.
 //!
+//! A black box on purpose: this crate depends on none of the server's crates (not the
+//! state machine, not `baton-wire`, not the client). It speaks HTTP and JSON of its own and
+//! reads answers by hand, so a mistake in the server's types or a change of the wire
+//! contract shows up here as a failed check instead of being shared and hidden.
+//!
 //! # Layout
 //! - `cluster.rs`: namespaces, bridge, iptables partitions, server processes, libfaketime
 //!   clocks, and the cleanup registry.
 //! - `client.rs`: the history recorder and a raw HTTP client mapping answers to
-//!   ok/fail/info; `workload.rs`: the clients; `fenced.rs`: the stores locks protect.
+//!   ok/fail/info; `workload/`: the clients, one module per workload on a shared core
+//!   (`Worker`, the `Op` builder); `fenced.rs`: the stores locks protect.
 //! - `nemesis.rs`: kill, pause, partition, clock and membership faults.
 //! - `history.rs`: events, pairing, well-formedness; `checker/`: the checkers (the
 //!   linearizability search in `linear.rs`); `report/`: summary, results, timeline, plots.

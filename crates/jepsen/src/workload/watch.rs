@@ -1,0 +1,108 @@
+//! `watch`: SSE streams over the register keys in stretches of a few seconds, resumed
+//! after each break (and sometimes a little earlier, so the overlap must repeat exactly).
+
+use super::Worker;
+use crate::history::Kind;
+use rand::Rng;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// Watches the register keys in stretches of a few seconds, resuming after each one
+/// where the last ended (and sometimes a little earlier, to test resumption).
+pub async fn watch(mut w: Worker) {
+    use futures_util::StreamExt;
+    let mut next: u64 = 1;
+    while w.ctx.running() {
+        let (_, node, url) = w.ctx.pick(&mut w.rng);
+        let start = next;
+        let args = json!({"prefix": "r/", "start_revision": start});
+        let rec = w.ctx.rec.clone();
+        rec.record(
+            Kind::Invoke,
+            w.process,
+            "watch",
+            Some("r/"),
+            args,
+            Some(&node),
+            None,
+        );
+        let stretch = Duration::from_millis(w.rng.random_range(2_000..6_000));
+        let mut events: Vec<Value> = Vec::new();
+        let mut error: Option<String> = None;
+        let request = reqwest::Client::new()
+            .get(format!("{url}/v1/watch?prefix=r/&start_revision={start}"))
+            .timeout(stretch)
+            .send()
+            .await;
+        match request {
+            Ok(r) if r.status().is_success() => {
+                let mut body = r.bytes_stream();
+                let mut buffer = String::new();
+                loop {
+                    match body.next().await {
+                        Some(Ok(chunk)) => {
+                            buffer.push_str(&String::from_utf8_lossy(&chunk));
+                            while let Some(end) = buffer.find("\n\n") {
+                                let frame: String = buffer.drain(..end + 2).collect();
+                                if let Some(e) = parse_sse(&frame) {
+                                    events.push(e);
+                                }
+                            }
+                        }
+                        Some(Err(e)) => {
+                            if !e.is_timeout() {
+                                error = Some(e.to_string());
+                            }
+                            break;
+                        }
+                        None => {
+                            error = Some("stream ended".into());
+                            break;
+                        }
+                    }
+                }
+            }
+            Ok(r) => error = Some(format!("status {}", r.status())),
+            Err(e) => error = Some(e.to_string()),
+        }
+        let last = events
+            .iter()
+            .filter_map(|e| e.get("revision").and_then(Value::as_u64))
+            .max();
+        if let Some(last) = last {
+            next = last + 1;
+            // Now and then resume from a little earlier: the overlap must repeat exactly.
+            if w.rng.random_range(0..4) == 0 {
+                next = next.saturating_sub(w.rng.random_range(1..20)).max(1);
+            }
+        }
+        // A watch that saw events is an observation whatever ended it.
+        rec.record(
+            Kind::Ok,
+            w.process,
+            "watch",
+            Some("r/"),
+            json!({"events": events, "ended": error}),
+            Some(&node),
+            None,
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Parses one SSE frame into the event's JSON data (`None` for comments and progress).
+pub fn parse_sse(frame: &str) -> Option<Value> {
+    let mut kind = "";
+    let mut data = String::new();
+    for line in frame.lines() {
+        if let Some(k) = line.strip_prefix("event:") {
+            kind = k.trim();
+        } else if let Some(d) = line.strip_prefix("data:") {
+            data.push_str(d.trim_start());
+        }
+    }
+    if kind == "progress" || data.is_empty() {
+        return None;
+    }
+    serde_json::from_str(&data).ok()
+}
