@@ -213,6 +213,35 @@ pub fn flaky(slots: &[usize], p: f64) -> Result<(), Error> {
     Ok(())
 }
 
+/// Whether slot `from` can open a TCP connection to slot `to`'s peer port within a
+/// second (a partition's probe: dropped packets time out; a stopped server refuses).
+pub fn reaches(from: usize, to: usize) -> bool {
+    let target = format!("exec 3<>/dev/tcp/{}/{PEER_PORT}", ip(to));
+    Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &netns(from),
+            "timeout",
+            "1",
+            "bash",
+            "-c",
+            &target,
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The state letter of process `pid` in `/proc` (`R`, `S`, `T` stopped, `Z`, …), or
+/// `None` once it is gone.
+pub fn process_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The state follows the command name, which is in parentheses and may hold spaces.
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
 /// Removes every rule in every slot.
 pub fn heal(slots: usize) -> Result<(), Error> {
     for i in 1..=slots {
@@ -260,6 +289,13 @@ impl Node {
     /// Its PID, if running.
     pub fn pid(&self) -> Option<i32> {
         self.child.as_ref().map(|c| c.id() as i32)
+    }
+
+    /// Whether its process was started and has not exited.
+    pub fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 }
 
@@ -427,6 +463,14 @@ impl Cluster {
                 node.paused = stop;
             }
         }
+    }
+
+    /// The PIDs of `slots` that run now.
+    pub fn pids(&self, slots: &[usize]) -> Vec<(usize, i32)> {
+        slots
+            .iter()
+            .filter_map(|s| Some((*s, self.nodes.get(s)?.pid()?)))
+            .collect()
     }
 
     /// Sets a node's wall-clock offset in seconds (libfaketime; monotonic time untouched).

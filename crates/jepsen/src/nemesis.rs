@@ -62,6 +62,8 @@ pub struct Nemesis {
     pub interval: Duration,
     rng: ChaCha8Rng,
     http: reqwest::Client,
+    /// The slots and PIDs the current kill fault killed (to verify they are gone).
+    killed: Vec<(usize, i32)>,
 }
 
 impl Nemesis {
@@ -80,6 +82,7 @@ impl Nemesis {
             faults,
             interval,
             rng,
+            killed: Vec::new(),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(2))
                 .build()
@@ -118,13 +121,94 @@ impl Nemesis {
             };
             let f = fault.name();
             self.record(Kind::Invoke, &format!("{f}-start"), Value::Null);
-            let (detail, undo) = self.start(fault).await;
+            let (mut detail, undo) = self.start(fault).await;
+            let unapplied = self.verify_start(&detail, &undo).await;
+            note_unapplied(&mut detail, unapplied);
             self.record(Kind::Ok, &format!("{f}-start"), detail);
             tokio::time::sleep(hold).await;
             self.record(Kind::Invoke, &format!("{f}-stop"), Value::Null);
-            let detail = self.stop(undo).await;
+            let verify = undo.clone();
+            let mut detail = self.stop(undo).await;
+            let unapplied = self.verify_stop(&detail, &verify).await;
+            note_unapplied(&mut detail, unapplied);
             self.record(Kind::Ok, &format!("{f}-stop"), detail);
         }
+    }
+
+    /// Why the fault just started did not take effect, if it did not: a killed process
+    /// still there, a paused one not stopped, a partitioned node still reaching a peer it
+    /// should not, a step that reported an error.
+    async fn verify_start(&self, detail: &Value, undo: &Undo) -> Vec<String> {
+        let mut why = errors_in(detail);
+        match undo {
+            Undo::Restart(targets) => {
+                for (slot, pid) in &self.killed {
+                    if targets.contains(slot) && cluster::process_state(*pid).is_some() {
+                        why.push(format!("n{slot} (pid {pid}) still runs after kill"));
+                    }
+                }
+            }
+            Undo::Resume(targets) => {
+                let pids = self.cluster.lock().await.pids(targets);
+                for (slot, pid) in pids {
+                    if !stopped_soon(pid, true).await {
+                        why.push(format!("n{slot} (pid {pid}) is not stopped after SIGSTOP"));
+                    }
+                }
+            }
+            Undo::Heal => {
+                if detail["kind"] != "flaky"
+                    && let Some(grudge) = detail["grudge"].as_object()
+                {
+                    for (dst, srcs) in grudge {
+                        let (Some(dst), Some(src)) = (
+                            dst.strip_prefix('n').and_then(|d| d.parse::<usize>().ok()),
+                            srcs.get(0)
+                                .and_then(Value::as_str)
+                                .and_then(|s| s.strip_prefix('n'))
+                                .and_then(|s| s.parse::<usize>().ok()),
+                        ) else {
+                            continue;
+                        };
+                        if cluster::reaches(src, dst) {
+                            why.push(format!("n{src} still reaches n{dst} through the partition"));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        why
+    }
+
+    /// Why undoing a fault did not take effect, if it did not: a restarted process that
+    /// is not running, a resumed one still stopped, a step that reported an error.
+    async fn verify_stop(&self, detail: &Value, undo: &Undo) -> Vec<String> {
+        let mut why = errors_in(detail);
+        match undo {
+            Undo::Restart(targets) => {
+                // Give a process that fails at start (a bad data dir, a taken port) time to exit.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                let mut cluster = self.cluster.lock().await;
+                for slot in targets {
+                    if !cluster.nodes.get_mut(slot).is_some_and(|n| n.alive()) {
+                        why.push(format!("n{slot} did not restart"));
+                    }
+                }
+            }
+            Undo::Resume(targets) => {
+                let pids = self.cluster.lock().await.pids(targets);
+                for (slot, pid) in pids {
+                    if !stopped_soon(pid, false).await {
+                        why.push(format!(
+                            "n{slot} (pid {pid}) is still stopped after SIGCONT"
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+        why
     }
 
     async fn members(&self) -> Vec<usize> {
@@ -174,6 +258,7 @@ impl Nemesis {
                     _ => slots.clone(),
                 };
                 let mut cluster = self.cluster.lock().await;
+                self.killed = cluster.pids(&targets);
                 for t in &targets {
                     cluster.kill(*t);
                 }
@@ -215,12 +300,19 @@ impl Nemesis {
             Fault::Clock => {
                 let cluster = self.cluster.lock().await;
                 let mut offsets = BTreeMap::new();
+                let mut errors = Vec::new();
                 for slot in &slots {
                     let offset: i64 = self.rng.random_range(-300..=300);
-                    let _ = cluster.set_clock(*slot, offset);
+                    if let Err(e) = cluster.set_clock(*slot, offset) {
+                        errors.push(format!("n{slot}: {e}"));
+                    }
                     offsets.insert(format!("n{slot}"), offset);
                 }
-                (json!({"offsets_s": offsets}), Undo::Clock(slots))
+                let mut detail = json!({"offsets_s": offsets});
+                if !errors.is_empty() {
+                    detail["error"] = json!(errors.join("; "));
+                }
+                (detail, Undo::Clock(slots))
             }
             Fault::Member => self.replace().await,
         }
@@ -366,10 +458,15 @@ impl Nemesis {
             Undo::Nothing => Value::Null,
             Undo::Restart(targets) => {
                 let mut cluster = self.cluster.lock().await;
-                for t in &targets {
-                    let _ = cluster.restart(*t);
+                let errors: Vec<String> = targets
+                    .iter()
+                    .filter_map(|t| cluster.restart(*t).err().map(|e| format!("n{t}: {e}")))
+                    .collect();
+                let mut detail = json!({"nodes": names(&targets)});
+                if !errors.is_empty() {
+                    detail["error"] = json!(errors.join("; "));
                 }
-                json!({"nodes": names(&targets)})
+                detail
             }
             Undo::Resume(targets) => {
                 let mut cluster = self.cluster.lock().await;
@@ -384,10 +481,15 @@ impl Nemesis {
             }
             Undo::Clock(slots) => {
                 let cluster = self.cluster.lock().await;
-                for s in &slots {
-                    let _ = cluster.set_clock(*s, 0);
+                let errors: Vec<String> = slots
+                    .iter()
+                    .filter_map(|s| cluster.set_clock(*s, 0).err().map(|e| format!("n{s}: {e}")))
+                    .collect();
+                let mut detail = json!({"nodes": names(&slots)});
+                if !errors.is_empty() {
+                    detail["error"] = json!(errors.join("; "));
                 }
-                json!({"nodes": names(&slots)})
+                detail
             }
             Undo::Remove(slot) => {
                 let id = self.cluster.lock().await.nodes.get(&slot).map(|n| n.id);
@@ -453,6 +555,7 @@ impl Nemesis {
 }
 
 /// How to end a fault.
+#[derive(Clone)]
 enum Undo {
     Nothing,
     Restart(Vec<usize>),
@@ -460,6 +563,38 @@ enum Undo {
     Heal,
     Clock(Vec<usize>),
     Remove(usize),
+}
+
+/// Errors a fault's steps reported in its detail (`error`, `removed`'s error, …).
+fn errors_in(detail: &Value) -> Vec<String> {
+    match detail.get("error") {
+        Some(Value::String(e)) => vec![e.clone()],
+        Some(Value::Null) | None => Vec::new(),
+        Some(other) => vec![other.to_string()],
+    }
+}
+
+/// Records why a fault did not take effect in its detail (nothing when it did).
+fn note_unapplied(detail: &mut Value, unapplied: Vec<String>) {
+    if unapplied.is_empty() {
+        return;
+    }
+    if !detail.is_object() {
+        *detail = json!({});
+    }
+    detail["unapplied"] = json!(unapplied);
+}
+
+/// Whether process `pid` is (`stopped`) or is not stopped within 200 ms; a process that
+/// is gone counts as not stopped.
+async fn stopped_soon(pid: i32, stopped: bool) -> bool {
+    for _ in 0..20 {
+        if (cluster::process_state(pid) == Some('T')) == stopped {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
 }
 
 fn names(slots: &[usize]) -> Vec<String> {

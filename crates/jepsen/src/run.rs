@@ -206,6 +206,7 @@ pub async fn run(plan: Plan) -> Result<(Validity, PathBuf), Error> {
     let result = drive(&plan, &dir, cluster.clone()).await;
     cluster.lock().await.stop_all();
     cluster::cleanup();
+    scan_server_logs(&dir)?;
     let rec = result?;
     let events = rec.events();
     history::write(&dir.join("history.jsonl"), &events)
@@ -238,15 +239,80 @@ fn git_revision() -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
+/// Scans every server log of the run (after every server stopped) for panics and errors,
+/// and writes what it found to `server-logs.json` for the crash checker.
+fn scan_server_logs(dir: &Path) -> Result<(), Error> {
+    let mut found = Truth::default();
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::Report(e.to_string()))?;
+    let mut logs: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    logs.sort();
+    for log in logs {
+        let node = log
+            .file_stem()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let text = std::fs::read(&log).map_err(|e| Error::Report(e.to_string()))?;
+        let mut flagged = Vec::new();
+        for line in String::from_utf8_lossy(&text).lines() {
+            let line = strip_ansi(line);
+            match checker::faults::classify(&line) {
+                checker::faults::LogLine::Panic | checker::faults::LogLine::Error => {
+                    flagged.push(line)
+                }
+                checker::faults::LogLine::Expected => found.server_log_expected += 1,
+                checker::faults::LogLine::Other => {}
+            }
+        }
+        found.server_logs.insert(node, flagged);
+    }
+    let json =
+        json!({"server_logs": found.server_logs, "server_log_expected": found.server_log_expected});
+    std::fs::write(
+        dir.join("server-logs.json"),
+        serde_json::to_string_pretty(&json).unwrap_or_default(),
+    )
+    .map_err(|e| Error::Report(e.to_string()))
+}
+
+/// A log line without its terminal colour codes.
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // ESC [ parameters final-letter
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Checks a saved run directory and (re)writes its report; prints the summary.
 pub fn check_dir(dir: &Path) -> Result<Validity, Error> {
     let events =
         history::read(&dir.join("history.jsonl")).map_err(|e| Error::Report(e.to_string()))?;
     let ops = history::pair(&events).map_err(|e| Error::Report(e.to_string()))?;
-    let truth: Truth = std::fs::read_to_string(dir.join("server-events.json"))
+    let mut truth: Truth = std::fs::read_to_string(dir.join("server-events.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default();
+    // Runs older than the crash checker have no `server-logs.json`: it is then skipped.
+    if let Some(logs) = std::fs::read_to_string(dir.join("server-logs.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Truth>(&t).ok())
+    {
+        truth.server_logs = logs.server_logs;
+        truth.server_log_expected = logs.server_log_expected;
+    }
     let config: Value = std::fs::read_to_string(dir.join("config.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())

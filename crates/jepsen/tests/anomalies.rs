@@ -172,8 +172,14 @@ impl H {
     }
 
     fn release(&mut self, p: u64, fence: u64, rev: u64) -> u64 {
+        self.release_leaving(p, fence, rev, 0)
+    }
+
+    /// A release that leaves the re-entrant count at `count` (0: the hold ended).
+    fn release_leaving(&mut self, p: u64, fence: u64, rev: u64, count: u64) -> u64 {
         let args = json!({"lease": p, "owner": format!("p{p}"), "fence": fence});
-        self.call(p, "release", LOCK, args, json!({"rev": rev}))
+        let result = json!({"rev": rev, "count": count});
+        self.call(p, "release", LOCK, args, result)
     }
 
     fn store_read(&mut self, p: u64, fence: u64, value: u64, seq: u64) -> u64 {
@@ -470,6 +476,36 @@ fn two_grants_with_the_same_fence_are_a_duplicate_revision() {
     passes(&register::revisions(&ops));
 }
 
+#[test]
+fn a_fence_granted_again_after_its_hold_ended_is_reused() {
+    // Holder 1 takes fence 7, then acquires again: re-entry while it holds (or still holds
+    // after a release that left a count), but a fence handed out twice once the release
+    // ended the hold.
+    let story = |count_left: Option<u64>| {
+        let mut h = H::default();
+        let first = h.acquire(1, 7);
+        let end = count_left.map(|count| h.release_leaving(1, 7, 8, count));
+        // A re-entry is a command of its own: it answers with the fence it holds and a
+        // later revision.
+        let again = h.call(
+            1,
+            "acquire",
+            LOCK,
+            H::acquire_args(1),
+            json!({"fence": 7, "rev": 9}),
+        );
+        (h.ops(), first, end, again)
+    };
+    let (ops, first, end, again) = story(Some(0));
+    let found = flagged(&register::revisions(&ops), "fence-reused");
+    assert_eq!(found, [first, end.expect("a release"), again]);
+
+    for count_left in [None, Some(1)] {
+        let (ops, _, _, _) = story(count_left);
+        passes(&register::revisions(&ops));
+    }
+}
+
 /// One lease end frees two locks and grants both waiters in one revision: a shared fence
 /// across different locks is the spec's handoff rule (`docs/decisions.md` #46); within one
 /// lock it is a double grant, and a write never shares a revision with a grant.
@@ -562,6 +598,8 @@ enum Tenure {
     Held,
     /// It releases before holder 2 is granted.
     Released,
+    /// Its release is refused (`not_holder` for a wrong fence): it still holds.
+    RefusedRelease,
     /// It never releases, but its lease could have expired before holder 2 is granted.
     Expired,
 }
@@ -581,6 +619,10 @@ fn grant_while_the_last_holder_may_still_hold_is_early() {
             Tenure::Released => {
                 h.release(1, 3, 4);
             }
+            Tenure::RefusedRelease => {
+                let args = json!({"lease": 1, "owner": "p1", "fence": 2});
+                h.refused(1, "release", LOCK, args, "not_holder");
+            }
             Tenure::Expired => h.wait_ms(TTL_MS),
         }
         h.wait_ms(1_000);
@@ -589,9 +631,11 @@ fn grant_while_the_last_holder_may_still_hold_is_early() {
         assert_eq!(within_ttl, tenure != Tenure::Expired);
         (h.ops(), a, b)
     };
-    let (ops, a, b) = story(Tenure::Held);
-    let found = flagged(&lock::fencing(&ops), "early-grant");
-    assert_eq!(found, [a, b]);
+    for tenure in [Tenure::Held, Tenure::RefusedRelease] {
+        let (ops, a, b) = story(tenure);
+        let found = flagged(&lock::fencing(&ops), "early-grant");
+        assert_eq!(found, [a, b]);
+    }
 
     for tenure in [Tenure::Released, Tenure::Expired] {
         let (ops, _, _) = story(tenure);
@@ -689,6 +733,68 @@ fn immediate_grant_while_others_wait_is_barging() {
 }
 
 #[test]
+fn immediate_grant_while_others_wait_is_barging_for_semaphores_and_elections_too() {
+    for (resource, filter, f, key) in [
+        (
+            "semaphore",
+            format!("semaphore={}", SEMAPHORE.0),
+            "sem-acquire",
+            SEMAPHORE.0,
+        ),
+        (
+            "election",
+            "election=elect-0".to_owned(),
+            "campaign",
+            "elect-0",
+        ),
+    ] {
+        // 1 holds (a permit or the leadership); 2 queues; 1 releases and the resource goes
+        // to the queued 2, or straight to newcomer 3.
+        let story = |next: u64, enqueued: Option<u64>| {
+            let log = vec![
+                granted(resource, 10, 1, None),
+                queued(resource, 11, 2),
+                released(resource, 12, 1, 10),
+                granted(resource, 13, next, enqueued),
+            ];
+            (grants_seen(&log, f, key), truth(&filter, log))
+        };
+        let (ops, truth) = story(3, None);
+        flagged(&lock::queues(&ops, &truth), "barging");
+
+        let (ops, truth) = story(2, Some(11));
+        passes(&lock::queues(&ops, &truth));
+    }
+}
+
+#[test]
+fn a_second_exclusive_holder_in_the_log_is_a_double_holder() {
+    // 1 holds; 2 is granted at once, with or without 1 releasing first (or both shared).
+    let story = |release_first: bool, mode: &str| {
+        let mut first = granted("lock", 10, 1, None);
+        first["mode"] = json!(mode);
+        let mut log = vec![first];
+        if release_first {
+            log.push(released("lock", 11, 1, 10));
+        }
+        let mut second = granted("lock", 12, 2, None);
+        second["mode"] = json!(mode);
+        log.push(second);
+        (
+            grants_seen(&log, "acquire", LOCK),
+            truth("lock=lock-0", log),
+        )
+    };
+    let (ops, truth) = story(false, "exclusive");
+    flagged(&lock::queues(&ops, &truth), "double-holder");
+
+    for (release_first, mode) in [(true, "exclusive"), (false, "shared")] {
+        let (ops, truth) = story(release_first, mode);
+        passes(&lock::queues(&ops, &truth));
+    }
+}
+
+#[test]
 fn semaphore_with_more_holders_than_permits_is_over_limit() {
     let (name, limit) = SEMAPHORE;
     let filter = format!("semaphore={name}");
@@ -712,6 +818,39 @@ fn semaphore_with_more_holders_than_permits_is_over_limit() {
     let result = lock::semaphore(&ops, &truth);
     passes(&result);
     assert_eq!(result.valid, Validity::Valid);
+}
+
+#[test]
+fn a_second_leader_before_the_first_could_have_lost_its_lease_is_two_at_once() {
+    // Lease 5 wins fence 20; lease 6 wins fence 22 while lease 5 was kept alive, unless 5
+    // resigned first.
+    let story = |resign_first: bool| {
+        let mut h = H::default();
+        let args = |p: u64| json!({"lease": p, "value": format!("p{p}-1"), "ttl_ms": TTL_MS});
+        let won = |fence: u64| json!({"fence": fence, "rev": fence});
+        let a = h.call(5, "campaign", "elect-0", args(5), won(20));
+        h.keepalive(5, TTL_MS);
+        if resign_first {
+            let resign = json!({"lease": 5, "fence": 20});
+            h.call(
+                5,
+                "resign",
+                "elect-0",
+                resign,
+                json!({"rev": 21, "count": 0}),
+            );
+        }
+        let b = h.call(6, "campaign", "elect-0", args(6), won(22));
+        (h.ops(), a, b)
+    };
+    let (ops, a, b) = story(false);
+    assert_eq!(
+        flagged(&lock::election(&ops), "two-leaders-at-once"),
+        [a, b]
+    );
+
+    let (ops, _, _) = story(true);
+    passes(&lock::election(&ops));
 }
 
 #[test]

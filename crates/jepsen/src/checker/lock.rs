@@ -76,7 +76,7 @@ pub fn fencing(ops: &[Op]) -> CheckResult {
         for pair in grants.windows(2) {
             let (a, b) = (pair[0], pair[1]);
             let Some(b_done) = b.ret else { continue };
-            if let Some(end) = leases.holder_end(a, lock_ops, b_done)
+            if let Some(end) = leases.holder_end(a, lock_ops, "release", b_done)
                 && b_done < end
             {
                 anomalies.push(Anomaly::new(
@@ -97,7 +97,10 @@ pub fn fencing(ops: &[Op]) -> CheckResult {
             let end = lock_ops
                 .iter()
                 .find(|o| {
-                    o.f == "release" && o.process == g.process && o.call >= g.ret.unwrap_or(0)
+                    o.f == "release"
+                        && o.outcome != Kind::Fail
+                        && o.process == g.process
+                        && o.call >= g.ret.unwrap_or(0)
                 })
                 .map(|o| o.call)
                 .unwrap_or(u64::MAX);
@@ -127,7 +130,7 @@ pub fn fencing(ops: &[Op]) -> CheckResult {
 struct LeaseTimes {
     /// Invoke times of the grant and every ok keepalive, per lease.
     renewals: HashMap<u64, Vec<u64>>,
-    /// Earliest invoke of a revoke, per lease.
+    /// Earliest invoke of a revoke that was not refused, per lease.
     revoked: HashMap<u64, u64>,
 }
 
@@ -147,7 +150,9 @@ impl LeaseTimes {
                         renewals.entry(l).or_default().push(op.call);
                     }
                 }
-                "lease-revoke" | "try-revoke" => {
+                // A refused revoke ended nothing (`lease_not_found`: the lease was already
+                // gone, which its expiry bound covers).
+                "lease-revoke" | "try-revoke" if op.outcome != Kind::Fail => {
                     if let Some(l) = op.arg_u64("lease") {
                         let e = revoked.entry(l).or_insert(op.call);
                         *e = (*e).min(op.call);
@@ -169,14 +174,21 @@ impl LeaseTimes {
             .max()
     }
 
-    /// The earliest time holder `a` can have stopped holding, as seen at `t`: its release
-    /// or revoke invocation, or its lease's last renewal before `t` plus the TTL.
-    fn holder_end(&self, a: &Op, lock_ops: &[&Op], t: u64) -> Option<u64> {
+    /// The earliest time holder `a` can have stopped holding, as seen at `t`: the
+    /// invocation of its first `release` (by name: release or resign) or revoke that was
+    /// not refused, or its lease's last renewal before `t` plus the TTL. A refused release
+    /// ends nothing: the holder still holds.
+    fn holder_end(&self, a: &Op, ops: &[&Op], release: &str, t: u64) -> Option<u64> {
         let lease = a.arg_u64("lease")?;
         let ttl = a.arg_u64("ttl_ms")? * 1_000_000;
-        let release = lock_ops
+        let release = ops
             .iter()
-            .filter(|o| o.f == "release" && o.process == a.process && o.call >= a.call)
+            .filter(|o| {
+                o.f == release
+                    && o.outcome != Kind::Fail
+                    && o.process == a.process
+                    && o.call >= a.call
+            })
             .map(|o| o.call)
             .min();
         let expiry = self.last_renewal(lease, t).map(|k| k + ttl);
@@ -316,6 +328,9 @@ pub fn queues(ops: &[Op], truth: &Truth) -> CheckResult {
         // Waiters by (lease, owner) → enqueue revision.
         let mut queue: BTreeMap<u64, (u64, String)> = BTreeMap::new();
         let mut granted: HashMap<(String, u64), u64> = HashMap::new();
+        // Holders now, (lease, owner) → shared; semaphores have their own checker.
+        let mut holders: HashMap<(u64, String), bool> = HashMap::new();
+        let exclusive_kind = !filter.starts_with("semaphore=");
         for e in events {
             let lease = ev_u64(e, "lease_id").unwrap_or_default();
             let owner = ev_str(e, "owner").to_owned();
@@ -327,6 +342,21 @@ pub fn queues(ops: &[Op], truth: &Truth) -> CheckResult {
                 "granted" => {
                     grants += 1;
                     granted.insert((owner.clone(), ev_u64(e, "fence").unwrap_or_default()), rev);
+                    let shared = ev_str(e, "mode") == "shared";
+                    let clash = holders.iter().any(|(who, other_shared)| {
+                        *who != (lease, owner.clone()) && !(shared && *other_shared)
+                    });
+                    if exclusive_kind && clash {
+                        anomalies.push(Anomaly {
+                            kind: "double-holder".into(),
+                            ops: vec![],
+                            message: format!(
+                                "{name}: revision {rev} granted {owner} while {} held it",
+                                holders.len()
+                            ),
+                        });
+                    }
+                    holders.insert((lease, owner.clone()), shared);
                     match ev_u64(e, "enqueued_revision") {
                         Some(enq) => {
                             let head = queue.iter().next().map(|(r, _)| *r);
@@ -341,7 +371,9 @@ pub fn queues(ops: &[Op], truth: &Truth) -> CheckResult {
                             }
                             queue.remove(&enq);
                         }
-                        None if !queue.is_empty() && filter.starts_with("lock=") => {
+                        // Every queue is strictly first come, first served: an immediate
+                        // grant while anyone waits jumped the queue.
+                        None if !queue.is_empty() => {
                             anomalies.push(Anomaly {
                                 kind: "barging".into(),
                                 ops: vec![],
@@ -358,6 +390,9 @@ pub fn queues(ops: &[Op], truth: &Truth) -> CheckResult {
                     if let Some(enq) = ev_u64(e, "enqueued_revision") {
                         queue.remove(&enq);
                     }
+                }
+                "released" | "expired" | "force_released" => {
+                    holders.remove(&(lease, owner));
                 }
                 _ => {}
             }
@@ -381,7 +416,7 @@ pub fn queues(ops: &[Op], truth: &Truth) -> CheckResult {
     }
     CheckResult::from(
         "fair-queue",
-        "5.4 grants follow enqueue order",
+        "5.4 grants follow enqueue order; one exclusive holder at a time in the log",
         anomalies,
         checked > 0 && grants > 0,
         json!({"queues": checked, "grants": grants, "missing": truth.missing}),
@@ -473,6 +508,34 @@ pub fn election(ops: &[Op]) -> CheckResult {
             ));
         }
     }
+    // Leaderships of different fences whose tenures overlap: the later campaign completed
+    // before the earlier leader could have resigned or lost its lease.
+    let leases = LeaseTimes::from(ops);
+    let election_ops: Vec<&Op> = ops
+        .iter()
+        .filter(|o| matches!(o.f.as_str(), "campaign" | "resign"))
+        .collect();
+    let mut won: Vec<&Op> = seen.iter().copied().filter(|o| o.f == "campaign").collect();
+    won.sort_by_key(|o| o.result_u64("fence"));
+    won.dedup_by_key(|o| o.result_u64("fence"));
+    for pair in won.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        let Some(b_done) = b.ret else { continue };
+        if let Some(end) = leases.holder_end(a, &election_ops, "resign", b_done)
+            && b_done < end
+        {
+            anomalies.push(Anomaly::new(
+                "two-leaders-at-once",
+                &[a, b],
+                format!(
+                    "fence {:?} led {:.0} ms before the leader of fence {:?} resigned or could lose its lease",
+                    b.result_u64("fence"),
+                    (end - b_done) as f64 / 1e6,
+                    a.result_u64("fence")
+                ),
+            ));
+        }
+    }
     realtime_pairs(
         &seen,
         |o| o.result_u64("fence").unwrap_or_default(),
@@ -492,7 +555,7 @@ pub fn election(ops: &[Op]) -> CheckResult {
     );
     CheckResult::from(
         "election",
-        "at most one leader per fence; leadership never goes back",
+        "at most one leader per fence and at a time; leadership never goes back",
         anomalies,
         seen.len() >= 5,
         json!({"observations": seen.len(), "fences": winner.len()}),

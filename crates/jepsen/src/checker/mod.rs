@@ -2,6 +2,7 @@
 //! the server's own event log read back at the end), so re-checking a saved run gives the
 //! same report.
 
+pub mod faults;
 pub mod linear;
 pub mod lock;
 pub mod models;
@@ -107,11 +108,19 @@ impl CheckResult {
 /// The server's own record, read back after the run: per watch filter, every event from
 /// revision 1 (the run keeps the event window larger than the run).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Truth {
     /// Events by filter (`prefix=r/`, `lock=lock-0`, …), in revision order.
     pub events: BTreeMap<String, Vec<Value>>,
     /// Filters that could not be read back, with why.
     pub missing: BTreeMap<String, String>,
+    /// Per node, the lines of its log that are panics or errors (read after every server
+    /// stopped; see `faults::classify`).
+    #[serde(default)]
+    pub server_logs: BTreeMap<String, Vec<String>>,
+    /// How many error lines the faults explain (openraft's failed RPCs, 503/504 answers).
+    #[serde(default)]
+    pub server_log_expected: u64,
 }
 
 /// Settings the checkers need.
@@ -175,6 +184,10 @@ pub fn check_all(ops: &[Op], truth: &Truth, config: &CheckConfig) -> Vec<CheckRe
     }
     if has(&["write", "cas"]) {
         results.push(register::durability(ops, truth));
+    }
+    results.push(faults::applied(ops));
+    if !truth.server_logs.is_empty() {
+        results.push(faults::server_logs(truth));
     }
     results
 }

@@ -164,26 +164,69 @@ fn unique_revision(op: &Op) -> Option<u64> {
     }
 }
 
+/// An ok release (count 0), resign or revoke of `first`'s hold that completed after
+/// `first` began and before `again` was invoked: the hold had ended, so `again` is not a
+/// re-entry.
+fn hold_ended_between<'a>(ops: &'a [Op], first: &Op, again: &Op, fence: u64) -> Option<&'a Op> {
+    let lease = first.arg_u64("lease");
+    ops.iter().find(|r| {
+        let in_between = r.is_ok() && r.call > first.call && r.ret.is_some_and(|t| t < again.call);
+        let releases = matches!(
+            r.f.as_str(),
+            "release" | "try-release" | "sem-release" | "resign"
+        ) && r.key == first.key
+            && r.arg_u64("lease") == lease
+            && r.arg_str("owner") == first.arg_str("owner")
+            && r.arg_u64("fence").is_none_or(|f| f == fence)
+            && r.result_u64("count").unwrap_or(0) == 0;
+        let revokes =
+            matches!(r.f.as_str(), "lease-revoke" | "try-revoke") && r.arg_u64("lease") == lease;
+        in_between && (releases || revokes)
+    })
+}
+
 /// The cheap checks (O(n log n)) from revisions: unique revisions and fences, mutations
 /// ordered in real time, header revisions never going back, no phantom or stale reads.
 pub fn revisions(ops: &[Op]) -> CheckResult {
     let mut anomalies = Vec::new();
     // A re-entrant acquire (same object, lease and owner) answers with the fence it
-    // already holds: it is not a new grant.
-    let mut holds = std::collections::HashSet::new();
-    let mutations: Vec<&Op> = ops
-        .iter()
-        .filter(|o| unique_revision(o).is_some())
-        .filter(|o| {
-            o.result_u64("fence").is_none()
-                || holds.insert((
-                    o.key.clone(),
-                    o.result_u64("fence"),
-                    o.arg_u64("lease"),
-                    o.arg_str("owner").map(str::to_owned),
-                ))
-        })
-        .collect();
+    // already holds: it is not a new grant, but only while that hold lives. The same
+    // fence again after a release or revoke that ended the hold is a fence handed out
+    // twice.
+    type Hold = (Option<String>, u64, Option<u64>, Option<String>);
+    let mut holds: HashMap<Hold, &Op> = HashMap::new();
+    let mut mutations: Vec<&Op> = Vec::new();
+    for o in ops.iter().filter(|o| unique_revision(o).is_some()) {
+        let Some(fence) = o.result_u64("fence") else {
+            mutations.push(o);
+            continue;
+        };
+        let hold = (
+            o.key.clone(),
+            fence,
+            o.arg_u64("lease"),
+            o.arg_str("owner").map(str::to_owned),
+        );
+        match holds.get(&hold) {
+            None => {
+                holds.insert(hold, o);
+                mutations.push(o);
+            }
+            Some(first) => {
+                if let Some(end) = hold_ended_between(ops, first, o, fence) {
+                    anomalies.push(Anomaly::new(
+                        "fence-reused",
+                        &[first, end, o],
+                        format!(
+                            "{}: fence {fence} granted again after {} ended the hold it named",
+                            o.key.as_deref().unwrap_or_default(),
+                            end.f
+                        ),
+                    ));
+                }
+            }
+        }
+    }
     // One revision is one command: it makes one write, or grants. A command that frees
     // several locks at once (a lease end) grants each in that revision, so two grants may
     // share a fence if they are of different objects (`docs/decisions.md` #46).

@@ -2,7 +2,7 @@
 //! holder sometimes pauses longer than its lease TTL with keepalives stopped (a GC pause).
 
 use super::kept::KeptLease;
-use super::{LOCKS, Op, Worker, grant_result, process_number, rev_result};
+use super::{LOCKS, Op, Worker, grant_result, process_number, release_result};
 use crate::client::Reply;
 use rand::Rng;
 use reqwest::Method;
@@ -91,7 +91,7 @@ pub async fn lock(mut w: Worker) {
             .key(name)
             .args(json!({"lease": lease_id, "owner": owner, "fence": fence}))
             .body(json!({"lease_id": lease_id, "owner": owner, "fence": fence}));
-        if matches!(w.release(release, rev_result).await, Reply::Info(_)) {
+        if matches!(w.release(release, release_result).await, Reply::Info(_)) {
             w.abandon(&mut lease).await;
         }
     }

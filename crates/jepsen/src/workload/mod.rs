@@ -309,6 +309,12 @@ fn rev_result(b: &Value) -> Value {
     json!({"rev": field(b, "revision")})
 }
 
+/// What a release's (or resign's) history records: its revision and the re-entrant count
+/// left (0: the hold ended).
+fn release_result(b: &Value) -> Value {
+    json!({"rev": field(b, "revision"), "count": field(b, "count")})
+}
+
 /// What a grant's history records: its fence and revision.
 fn grant_result(b: &Value) -> Value {
     json!({"fence": field(b, "fence"), "rev": field(b, "revision")})

@@ -2,7 +2,7 @@
 //! (a semaphore permit, an election candidacy), and an observer of the election.
 
 use super::kept::KeptLease;
-use super::{ELECTION, Op, SEMAPHORE, Worker, field, grant_result, process_number, rev_result};
+use super::{ELECTION, Op, SEMAPHORE, Worker, field, grant_result, process_number, release_result};
 use crate::client::Reply;
 use rand::Rng;
 use reqwest::Method;
@@ -36,13 +36,14 @@ pub async fn semaphore(w: Worker) {
 /// Campaign, hold, resign; the first worker only observes.
 pub async fn election(mut w: Worker, observer: bool) {
     if !observer {
+        let ttl_ms = w.ctx.ttl_ms;
         let value = |w: &Worker, seq| format!("p{}-{seq}", process_number(w.process));
         let cycle = Cycle {
             key: ELECTION,
             acquire: "campaign",
             acquire_path: format!("/v1/elections/{ELECTION}/campaign"),
             acquire_args: &|lease, who| {
-                let args = json!({"lease": lease, "value": who});
+                let args = json!({"lease": lease, "value": who, "ttl_ms": ttl_ms});
                 let body = json!({"lease_id": lease, "value": who, "wait_ms": 2_000});
                 (args, body)
             },
@@ -122,7 +123,7 @@ async fn queue_cycles(mut w: Worker, c: &Cycle<'_>, who: &(dyn Fn(&Worker, u64) 
             .key(c.key)
             .args(args)
             .body(body);
-        if matches!(w.release(release, rev_result).await, Reply::Info(_)) {
+        if matches!(w.release(release, release_result).await, Reply::Info(_)) {
             w.abandon(&mut lease).await;
         }
     }

@@ -1,7 +1,7 @@
 //! `trylock`: try-lock and release under one-hour leases, checked by the search against a
 //! fenced owner-mutex model.
 
-use super::{OPS_PER_TRYLOCK, Op, Worker, grant_result, process_number, rev_result};
+use super::{OPS_PER_TRYLOCK, Op, Worker, grant_result, process_number, release_result};
 use crate::client::Reply;
 use rand::Rng;
 use reqwest::Method;
@@ -52,7 +52,7 @@ pub async fn trylock(mut w: Worker) {
         .key(&name)
         .args(json!({"lease": lease_id, "owner": owner, "fence": fence}))
         .body(json!({"lease_id": lease_id, "owner": owner, "fence": fence}));
-        if matches!(w.release(release, rev_result).await, Reply::Info(_)) {
+        if matches!(w.release(release, release_result).await, Reply::Info(_)) {
             w.revoke_owner(lease_id, &owner).await;
             lease = None;
         }
