@@ -193,3 +193,26 @@ async fn baton_lock_kills_its_command_before_the_lease_can_expire_when_keepalive
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(std::fs::read_to_string(&beats).unwrap().len(), before);
 }
+
+#[test]
+fn serve_refuses_a_test_hook_variable_it_cannot_honour() {
+    // A build with the hooks refuses an unknown canary; a build without them (a release,
+    // or `cargo test -p baton` alone, where no dev-dependency turns the feature on) refuses
+    // any such variable. Either way before anything listens.
+    let dir = tempfile::TempDir::new().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["serve", "--api", &format!("127.0.0.1:{}", free_port())])
+        .args(["--peer", &format!("127.0.0.1:{}", free_port())])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .env("BATON_UNSAFE_CANARY", "no-such-canary")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("not a canary") || stderr.contains("has no test hooks"),
+        "{stderr}"
+    );
+}

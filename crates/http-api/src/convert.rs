@@ -189,7 +189,13 @@ pub fn event(e: &Event) -> wire::WatchEvent {
                 owner: owner.clone(),
                 mode: hold_mode(*demand).0,
                 fence: fence.0,
-                enqueued_revision: enqueued.map(|r| r.0),
+                // TEST ONLY: the `barging` canary hides where a grant came from.
+                enqueued_revision: enqueued
+                    .filter(|_| {
+                        baton_raft_node::hooks::canary()
+                            != Some(baton_raft_node::hooks::Canary::Barging)
+                    })
+                    .map(|r| r.0),
             },
         ),
         EventKind::CountChanged {

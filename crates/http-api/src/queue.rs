@@ -177,12 +177,33 @@ fn grant_response(
     queued_position: Option<u64>,
     revision: Revision,
 ) -> GrantResponse {
+    let mut holder = convert::holder(holder);
+    if baton_raft_node::hooks::canary() == Some(baton_raft_node::hooks::Canary::DuplicateFence) {
+        holder.fence = duplicate_fence(name, holder.fence);
+        holder.since_revision = holder.fence;
+    }
     GrantResponse {
         name: name.to_owned(),
-        holder: convert::holder(holder),
+        holder,
         queued_position,
         revision: revision.0,
     }
+}
+
+/// TEST ONLY, the `duplicate-fence` canary: every fifth grant this node answers for a
+/// resource carries the fence of the grant before it.
+fn duplicate_fence(name: &str, fence: u64) -> u64 {
+    static SEEN: std::sync::Mutex<Option<std::collections::HashMap<String, (u64, u64)>>> =
+        std::sync::Mutex::new(None);
+    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    let (count, last) = seen
+        .get_or_insert_with(Default::default)
+        .entry(name.to_owned())
+        .or_insert((0, fence));
+    *count += 1;
+    let answer = if *count % 5 == 0 { *last } else { fence };
+    *last = fence;
+    answer
 }
 
 async fn wait(

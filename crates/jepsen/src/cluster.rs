@@ -213,6 +213,16 @@ pub fn flaky(slots: &[usize], p: f64) -> Result<(), Error> {
     Ok(())
 }
 
+/// The canaries a test build of baton can run with (`--unsafe-canary`), each a known
+/// violation one checker must catch. Written out here: the harness shares no server code.
+pub const CANARIES: [&str; 5] = [
+    "expire-early",
+    "duplicate-fence",
+    "barging",
+    "drop-watch-event",
+    "stale-read",
+];
+
 /// Whether slot `from` can open a TCP connection to slot `to`'s peer port within a
 /// second (a partition's probe: dropped packets time out; a stopped server refuses).
 pub fn reaches(from: usize, to: usize) -> bool {
@@ -308,8 +318,8 @@ pub struct ServerSpec {
     pub dir: PathBuf,
     /// Whether to start servers under libfaketime.
     pub faketime: bool,
-    /// Test-only: start servers with the unsafe early-expiry switch.
-    pub canary: bool,
+    /// Test-only: the canary servers start with (`BATON_UNSAFE_CANARY`).
+    pub canary: Option<String>,
 }
 
 /// The cluster: node slots (voters first, then spares for membership changes).
@@ -405,8 +415,8 @@ impl Cluster {
                 .env("FAKETIME_CACHE_DURATION", "1")
                 .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
         }
-        if spec.canary {
-            cmd.env("BATON_UNSAFE_EXPIRE_EARLY", "1");
+        if let Some(canary) = &spec.canary {
+            cmd.env("BATON_UNSAFE_CANARY", canary);
         }
         let child = cmd
             .spawn()

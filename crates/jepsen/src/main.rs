@@ -67,9 +67,11 @@ struct TestArgs {
     /// Budget of the linearizability search per key, in seconds.
     #[arg(long, default_value_t = 10)]
     budget_s: u64,
-    /// TEST ONLY: start the servers with leases expiring early; the checkers must fail.
-    #[arg(long)]
-    unsafe_canary: bool,
+    /// TEST ONLY: start servers that misbehave in one known way, which the checkers must
+    /// catch: expire-early, duplicate-fence, barging, drop-watch-event or stale-read. Needs a
+    /// baton built with `--features unsafe-test-hooks` (the test builds are).
+    #[arg(long, value_name = "CANARY", value_parser = clap::builder::PossibleValuesParser::new(jepsen::cluster::CANARIES))]
+    unsafe_canary: Option<String>,
 }
 
 #[derive(Clone, Debug)]

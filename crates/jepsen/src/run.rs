@@ -81,8 +81,8 @@ pub struct Plan {
     pub out: PathBuf,
     /// The `baton` binary.
     pub binary: PathBuf,
-    /// Test-only: servers expire leases early (the checkers must notice).
-    pub canary: bool,
+    /// Test-only: the canary the servers run with (the checkers must notice).
+    pub canary: Option<String>,
     /// Checker settings.
     pub check: CheckConfig,
 }
@@ -119,7 +119,10 @@ impl Plan {
             self.seed,
             self.interval,
             self.rate,
-            if self.canary { " --unsafe-canary" } else { "" }
+            self.canary
+                .as_ref()
+                .map(|c| format!(" --unsafe-canary {c}"))
+                .unwrap_or_default()
         )
     }
 }
@@ -198,7 +201,7 @@ pub async fn run(plan: Plan) -> Result<(Validity, PathBuf), Error> {
         binary: plan.binary.clone(),
         dir: dir.clone(),
         faketime: plan.faults.contains(&Fault::Clock),
-        canary: plan.canary,
+        canary: plan.canary.clone(),
     };
     let cluster = Arc::new(tokio::sync::Mutex::new(Cluster::start(
         spec, plan.nodes, spares,

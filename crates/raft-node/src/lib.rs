@@ -21,6 +21,7 @@
 mod codec;
 mod config;
 mod error;
+pub mod hooks;
 pub mod network;
 mod node;
 pub mod store;

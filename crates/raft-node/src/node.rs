@@ -114,6 +114,7 @@ impl Node {
     /// Starts a node on an already bound peer listener. A fresh node whose id is the lowest
     /// of `config.members` initialises the cluster; a node with data rejoins from it.
     pub async fn start_on(config: NodeConfig, listener: TcpListener) -> Result<Node, NodeError> {
+        crate::hooks::check_environment()?;
         config.validate()?;
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| NodeError::Storage(format!("{}: {e}", config.data_dir.display())))?;
@@ -322,7 +323,11 @@ impl Node {
 
     /// Runs `f` on the state after a linearizable read index.
     pub async fn read<R>(&self, f: impl FnOnce(&StateMachine) -> R) -> Result<R, NodeError> {
-        self.read_index().await?;
+        // TEST ONLY: the `stale-read` canary answers from a follower's own state.
+        let stale = crate::hooks::canary() == Some(crate::hooks::Canary::StaleRead);
+        if !stale || self.is_leader() {
+            self.read_index().await?;
+        }
         Ok(self.inner.sm.query(f))
     }
 

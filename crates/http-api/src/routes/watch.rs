@@ -95,6 +95,7 @@ pub(crate) async fn watch(
         filter,
         from,
         buffer: VecDeque::new(),
+        sent: 0,
         done: false,
         next_tick: tokio::time::Instant::now() + tick,
         tick,
@@ -128,6 +129,8 @@ struct WatchStream {
     from: Revision,
     progress: watch::Receiver<AppliedProgress>,
     buffer: VecDeque<SseEvent>,
+    /// Events this stream has taken from the window.
+    sent: u64,
     done: bool,
     next_tick: tokio::time::Instant,
     tick: Duration,
@@ -180,7 +183,16 @@ impl WatchStream {
                     _ => current.next().max(self.from),
                 };
                 let added = !events.is_empty();
-                self.buffer.extend(events.iter().map(sse_event));
+                for e in &events {
+                    self.sent += 1;
+                    // TEST ONLY: the `drop-watch-event` canary loses one event per stream.
+                    let drop = self.sent == 20
+                        && baton_raft_node::hooks::canary()
+                            == Some(baton_raft_node::hooks::Canary::DropWatchEvent);
+                    if !drop {
+                        self.buffer.push_back(sse_event(e));
+                    }
+                }
                 added
             }
             Err(Rejection::Compacted { oldest }) => {

@@ -1,4 +1,5 @@
-//! Test-only crash points, off unless their environment variable is set. They abort the
+//! Test-only crash points (only with the `unsafe-test-hooks` feature; see `hooks`), off
+//! unless their environment variable is set. They abort the
 //! process (no unwinding, no flush: what a `kill -9` or a power cut leaves behind) at the
 //! two moments where the applied state is ahead of what is persisted:
 //! - `BATON_TEST_CRASH_AFTER_APPLY=N`: right after entry N is applied in memory, before its
@@ -21,7 +22,12 @@ pub(crate) struct CrashHooks {
 }
 
 impl CrashHooks {
+    /// The crash points armed in the environment; none in a build without
+    /// `unsafe-test-hooks` (`hooks::check_environment` refuses to start one that has them set).
     pub(crate) fn from_env() -> CrashHooks {
+        if !crate::hooks::COMPILED {
+            return CrashHooks::default();
+        }
         let read = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok());
         let hooks = CrashHooks {
             after_apply_index: read(CRASH_AFTER_APPLY),

@@ -30,9 +30,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-/// The environment switch of the unsafe canary (see [`Expiry::UnsafeEarly`]); only `1` sets it.
-const UNSAFE_EXPIRE_EARLY_VAR: &str = "BATON_UNSAFE_EXPIRE_EARLY";
-
 /// A request from the node to the clock.
 pub(crate) enum ClockRequest {
     /// Reset a lease's deadline (leadership already confirmed).
@@ -74,13 +71,10 @@ impl ClockConfig {
     }
 }
 
-/// TEST ONLY: `BATON_UNSAFE_EXPIRE_EARLY=1` in the environment makes this server end leases
-/// early, for the Jepsen harness's canary. Off unless set.
+/// TEST ONLY: the `expire-early` canary (`hooks`) makes this server end leases early, for
+/// the Jepsen harness. Never in a build without `unsafe-test-hooks`.
 fn expiry_from_env() -> Expiry {
-    if std::env::var_os(UNSAFE_EXPIRE_EARLY_VAR).is_some_and(|v| v == "1") {
-        tracing::error!(
-            "BATON_UNSAFE_EXPIRE_EARLY=1: leases expire early; this server is UNSAFE (test only)"
-        );
+    if crate::hooks::canary() == Some(crate::hooks::Canary::ExpireEarly) {
         Expiry::UnsafeEarly
     } else {
         Expiry::OnTime
