@@ -105,8 +105,9 @@ fn parse_workloads(s: &str) -> Result<Workloads, String> {
     Ok(Workloads(list))
 }
 
-/// Finds the baton binary beside this one, building it first when run through cargo.
-fn baton_binary(given: Option<PathBuf>) -> Result<PathBuf, String> {
+/// Finds the baton binary beside this one, building it first when run through cargo
+/// (with the test-only hooks when a canary needs them, without them otherwise).
+fn baton_binary(given: Option<PathBuf>, hooks: bool) -> Result<PathBuf, String> {
     if let Some(p) = given {
         return Ok(p);
     }
@@ -115,6 +116,9 @@ fn baton_binary(given: Option<PathBuf>) -> Result<PathBuf, String> {
     if let Ok(cargo) = std::env::var("CARGO") {
         let mut cmd = std::process::Command::new(cargo);
         cmd.args(["build", "-p", "baton", "--bin", "baton"]);
+        if hooks {
+            cmd.args(["--features", "unsafe-test-hooks"]);
+        }
         if dir.ends_with("release") {
             cmd.arg("--release");
         }
@@ -161,7 +165,7 @@ fn main() -> ExitCode {
         };
     }
     let t = cli.test;
-    let binary = match baton_binary(t.baton_bin) {
+    let binary = match baton_binary(t.baton_bin, t.unsafe_canary.is_some()) {
         Ok(b) => b,
         Err(e) => {
             eprintln!("error: {e}");

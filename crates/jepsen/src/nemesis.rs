@@ -250,11 +250,19 @@ impl Nemesis {
             s.truncate((slots.len() - 1) / 2);
             s
         };
+        // A majority that is not everyone: the survivors cannot elect, the cluster stalls.
+        let majority = {
+            let mut s = slots.clone();
+            rand::seq::SliceRandom::shuffle(s.as_mut_slice(), &mut self.rng);
+            s.truncate(slots.len() / 2 + 1);
+            s
+        };
         match fault {
             Fault::Kill => {
-                let targets = match self.rng.random_range(0..3) {
+                let targets = match self.rng.random_range(0..4) {
                     0 => leader.map(|l| vec![l]).unwrap_or(minority),
                     1 => minority,
+                    2 => majority,
                     _ => slots.clone(),
                 };
                 let mut cluster = self.cluster.lock().await;
@@ -270,13 +278,17 @@ impl Nemesis {
                     .holder_node
                     .lock()
                     .unwrap_or_else(|p| p.into_inner());
-                let target = match self.rng.random_range(0..3) {
-                    0 => leader,
-                    1 => holder,
-                    _ => slots.choose(&mut self.rng).copied(),
-                }
-                .or(slots.first().copied());
-                let targets: Vec<usize> = target.into_iter().collect();
+                let targets: Vec<usize> = match self.rng.random_range(0..4) {
+                    3 => majority,
+                    pick => match pick {
+                        0 => leader,
+                        1 => holder,
+                        _ => slots.choose(&mut self.rng).copied(),
+                    }
+                    .or(slots.first().copied())
+                    .into_iter()
+                    .collect(),
+                };
                 let mut cluster = self.cluster.lock().await;
                 for t in &targets {
                     cluster.pause(*t, true);

@@ -54,8 +54,9 @@ pub fn leases(ops: &[Op], config: &CheckConfig) -> CheckResult {
     }
     // While no majority runs, no clock measures a lease, and a restarted cluster starts
     // every lease afresh once it has a leader. So the bound counts only time a leader
-    // could exist: each kill of a majority, until the first operation that succeeds after
-    // the nodes are back (the first sign of a leader), is added to it.
+    // could exist: each kill or pause of a majority, until the first operation that
+    // succeeds after the nodes are back (the first sign of a leader), is added to it. (A
+    // leader that still runs beside a paused majority cannot commit an expiry either.)
     let mut ok_times: Vec<u64> = ops
         .iter()
         // Requests the cluster answered (not harness-local store accesses, and not
@@ -68,7 +69,7 @@ pub fn leases(ops: &[Op], config: &CheckConfig) -> CheckResult {
         .into_iter()
         .filter(|w| {
             let killed = w.detail["nodes"].as_array().map_or(0, Vec::len);
-            (w.kind == "kill" || w.kind == "kill-all") && killed * 2 > config.nodes
+            matches!(w.kind.as_str(), "kill" | "kill-all" | "pause") && killed * 2 > config.nodes
         })
         .map(|w| {
             let back = ok_times.partition_point(|t| *t <= w.end);
