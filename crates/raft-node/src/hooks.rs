@@ -6,6 +6,8 @@
 //! environment variables is set, so nobody believes they ran a canary that was compiled out.
 
 use crate::error::NodeError;
+use crate::store::SmShared;
+use baton_state_machine::StateMachine;
 
 /// Whether this build has the hooks.
 pub const COMPILED: bool = cfg!(feature = "unsafe-test-hooks");
@@ -28,8 +30,8 @@ pub enum Canary {
     Barging,
     /// Every watch stream silently drops its 20th event (`drop-watch-event`).
     DropWatchEvent,
-    /// Followers answer linearizable reads from their own state, without a read index
-    /// (`stale-read`).
+    /// Followers answer linearizable reads from a copy of their state up to a second old,
+    /// without a read index (`stale-read`).
     StaleRead,
 }
 
@@ -64,7 +66,9 @@ pub fn canary() -> Option<Canary> {
             let value = std::env::var(CANARY_VAR).ok()?;
             let canary = Canary::ALL.into_iter().find(|c| c.name() == value);
             if let Some(c) = canary {
-                tracing::error!(
+                // A warning, not an error: the crash checker judges the canary's effects,
+                // not this line.
+                tracing::warn!(
                     canary = c.name(),
                     "this server is UNSAFE on purpose (test only)"
                 );
@@ -104,4 +108,28 @@ pub fn check_environment() -> Result<(), NodeError> {
         )));
     }
     Ok(())
+}
+
+/// TEST ONLY, the `stale-read` canary: runs `f` on a copy of the applied state taken at most
+/// a second ago (refreshed when older).
+pub(crate) fn stale_view<R>(sm: &SmShared, f: impl FnOnce(&StateMachine) -> R) -> R {
+    type View = Option<(std::time::Instant, std::sync::Arc<StateMachine>)>;
+    static VIEW: std::sync::Mutex<View> = std::sync::Mutex::new(None);
+    let view = {
+        let mut view = VIEW.lock().unwrap_or_else(|p| p.into_inner());
+        let fresh = view
+            .as_ref()
+            .is_some_and(|(at, _)| at.elapsed() < std::time::Duration::from_secs(1));
+        if !fresh {
+            *view = Some((
+                std::time::Instant::now(),
+                std::sync::Arc::new(sm.query(StateMachine::clone)),
+            ));
+        }
+        view.as_ref().map(|(_, s)| s.clone())
+    };
+    match view {
+        Some(state) => f(&state),
+        None => sm.query(f),
+    }
 }
