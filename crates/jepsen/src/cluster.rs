@@ -334,7 +334,11 @@ impl Cluster {
     /// Starts `voters` nodes from a cluster file and prepares `spares` empty slots.
     pub fn start(spec: ServerSpec, voters: usize, spares: usize) -> Result<Cluster, Error> {
         std::fs::create_dir_all(&spec.dir).map_err(|e| Error::Setup(e.to_string()))?;
-        let mut file = String::new();
+        // Snapshots every 200 entries with 50 kept behind: a node that was down, paused,
+        // cut off or just added catches up by installing a snapshot mid-run.
+        let mut file = String::from(
+            "[raft]\nsnapshot_logs_since_last = 200\nlogs_kept_behind_snapshot = 50\n\n",
+        );
         for i in 1..=voters {
             file.push_str(&format!(
                 "[[node]]\nid = {i}\napi = \"{ip}:{API_PORT}\"\npeer = \"{ip}:{PEER_PORT}\"\ndata_dir = \"data/n{i}\"\n\n",

@@ -171,8 +171,55 @@ pub struct ClusterFile {
     /// (every member should carry the same table).
     #[serde(default)]
     pub limits: Limits,
+    /// Raft timing and log settings, the same for every member (defaults otherwise).
+    #[serde(default)]
+    pub raft: RaftTuning,
     /// The members.
     pub node: Vec<ClusterNode>,
+}
+
+/// The `[raft]` table of `cluster.toml`: each setting optional, the default otherwise.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RaftTuning {
+    /// Leader heartbeat interval.
+    pub heartbeat_ms: Option<u64>,
+    /// Lower end of the randomised election timeout.
+    pub election_timeout_min_ms: Option<u64>,
+    /// Upper end of the randomised election timeout.
+    pub election_timeout_max_ms: Option<u64>,
+    /// Build a snapshot after at least this many entries since the last one.
+    pub snapshot_logs_since_last: Option<u64>,
+    /// Entries kept behind a snapshot before they are purged.
+    pub logs_kept_behind_snapshot: Option<u64>,
+}
+
+impl RaftTuning {
+    /// Applies the settings that are given.
+    fn apply(&self, config: &mut NodeConfig) {
+        let set = |target: &mut u64, value: Option<u64>| {
+            if let Some(v) = value {
+                *target = v;
+            }
+        };
+        set(&mut config.heartbeat_ms, self.heartbeat_ms);
+        set(
+            &mut config.election_timeout_min_ms,
+            self.election_timeout_min_ms,
+        );
+        set(
+            &mut config.election_timeout_max_ms,
+            self.election_timeout_max_ms,
+        );
+        set(
+            &mut config.snapshot_logs_since_last,
+            self.snapshot_logs_since_last,
+        );
+        set(
+            &mut config.logs_kept_behind_snapshot,
+            self.logs_kept_behind_snapshot,
+        );
+    }
 }
 
 /// One member in `cluster.toml`.
@@ -231,6 +278,7 @@ impl ClusterFile {
         config.members = self.node.iter().map(|n| (n.id, addr_of(n))).collect();
         config.cluster_secret = self.secret.clone();
         config.limits = self.limits.clone();
+        self.raft.apply(&mut config);
         Ok(config)
     }
 }
@@ -258,6 +306,28 @@ mod tests {
         let mut config = NodeConfig::default_single();
         config.election_timeout_min_ms = 100;
         assert!(config.validate().is_err());
+    }
+
+    #[test]
+    fn the_raft_table_sets_what_it_names_and_nothing_else() {
+        let file: ClusterFile = toml::from_str(
+            "[raft]\nsnapshot_logs_since_last = 200\nlogs_kept_behind_snapshot = 50\n\n[[node]]\nid = 1\napi = \"127.0.0.1:1\"\npeer = \"127.0.0.1:2\"\n",
+        )
+        .unwrap();
+        let config = file.node_config(1, Path::new("/srv")).unwrap();
+        assert_eq!(config.snapshot_logs_since_last, 200);
+        assert_eq!(config.logs_kept_behind_snapshot, 50);
+        assert_eq!(
+            config.heartbeat_ms,
+            NodeConfig::default_single().heartbeat_ms
+        );
+        config.validate().unwrap();
+        assert!(
+            toml::from_str::<ClusterFile>(
+                "[raft]\nheartbeat = 1\n[[node]]\nid = 1\napi = \"a\"\npeer = \"b\"\n"
+            )
+            .is_err()
+        );
     }
 
     #[test]

@@ -28,7 +28,7 @@ pub mod store;
 mod types;
 mod worker;
 
-pub use config::{ClusterFile, ClusterNode, NodeConfig};
+pub use config::{ClusterFile, ClusterNode, NodeConfig, RaftTuning};
 pub use error::NodeError;
 pub use node::{ClusterStatus, MemberStatus, Node};
 pub use store::{AppliedBatch, AppliedProgress};
