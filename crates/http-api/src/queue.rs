@@ -24,24 +24,15 @@ use tokio::time::Instant;
 pub(crate) trait QueueRequest {
     /// What kind of resource it queues on.
     const KIND: ResourceKind;
-    /// Who asks: the lease and owner of the claim.
-    fn claimant(&self) -> Claimant;
-    /// How long it may wait.
-    fn wait_ms(&self) -> u64;
-    /// The command that asks, for the resource `name`.
-    fn command(self, name: String) -> Command;
+    /// Who asks, how long it may wait, and the command that asks for resource `name`.
+    fn into_claim(self, name: String) -> (Claimant, u64, Command);
 }
 
 impl QueueRequest for AcquireRequest {
     const KIND: ResourceKind = ResourceKind::Lock;
-    fn claimant(&self) -> Claimant {
-        Claimant::new(LeaseId(self.lease_id), self.owner.clone())
-    }
-    fn wait_ms(&self) -> u64 {
-        self.wait_ms
-    }
-    fn command(self, name: String) -> Command {
-        Command::LockAcquire(LockAcquire {
+    fn into_claim(self, name: String) -> (Claimant, u64, Command) {
+        let claimant = Claimant::new(LeaseId(self.lease_id), self.owner.clone());
+        let command = Command::LockAcquire(LockAcquire {
             name,
             lease: LeaseId(self.lease_id),
             owner: self.owner,
@@ -51,46 +42,39 @@ impl QueueRequest for AcquireRequest {
             },
             wait_ms: self.wait_ms,
             lock_delay_ms: self.lock_delay_ms,
-        })
+        });
+        (claimant, self.wait_ms, command)
     }
 }
 
 impl QueueRequest for SemaphoreAcquireRequest {
     const KIND: ResourceKind = ResourceKind::Semaphore;
-    fn claimant(&self) -> Claimant {
-        Claimant::new(LeaseId(self.lease_id), self.owner.clone())
-    }
-    fn wait_ms(&self) -> u64 {
-        self.wait_ms
-    }
-    fn command(self, name: String) -> Command {
-        Command::SemaphoreAcquire(SemaphoreAcquire {
+    fn into_claim(self, name: String) -> (Claimant, u64, Command) {
+        let claimant = Claimant::new(LeaseId(self.lease_id), self.owner.clone());
+        let command = Command::SemaphoreAcquire(SemaphoreAcquire {
             name,
             lease: LeaseId(self.lease_id),
             owner: self.owner,
             limit: self.limit,
             permits: self.permits,
             wait_ms: self.wait_ms,
-        })
+        });
+        (claimant, self.wait_ms, command)
     }
 }
 
 impl QueueRequest for CampaignRequest {
     const KIND: ResourceKind = ResourceKind::Election;
-    fn claimant(&self) -> Claimant {
+    fn into_claim(self, name: String) -> (Claimant, u64, Command) {
         // One candidacy per lease: elections use the empty owner.
-        Claimant::new(LeaseId(self.lease_id), "")
-    }
-    fn wait_ms(&self) -> u64 {
-        self.wait_ms
-    }
-    fn command(self, name: String) -> Command {
-        Command::Campaign(Campaign {
+        let claimant = Claimant::new(LeaseId(self.lease_id), "");
+        let command = Command::Campaign(Campaign {
             name,
             lease: LeaseId(self.lease_id),
             value: self.value,
             wait_ms: self.wait_ms,
-        })
+        });
+        (claimant, self.wait_ms, command)
     }
 }
 
@@ -122,10 +106,8 @@ pub(crate) async fn acquire<R: QueueRequest>(
         kind: R::KIND,
         name: name.clone(),
     };
-    let (claimant, wait_ms) = (request.claimant(), request.wait_ms());
-    let applied = state
-        .propose(idempotency_key, request.command(name))
-        .await?;
+    let (claimant, wait_ms, command) = request.into_claim(name);
+    let applied = state.propose(idempotency_key, command).await?;
     let (enqueued, position) = match applied.response {
         Response::Granted(g) => {
             return Ok(grant_response(
