@@ -209,6 +209,126 @@ async fn cluster_health_metrics_openapi_and_index() {
     assert!(page.text().await.unwrap().contains("Node <b>1</b>"));
 }
 
+/// The served OpenAPI document: 3.1, every `{param}` of a path declared as a path
+/// parameter, every operation's error statuses documented with the `ErrorBody` schema, and
+/// the limits the node enforces stated as schema constraints.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_is_complete_and_states_the_served_limits() {
+    let c = Cluster::from_file(1, "[limits]\nname_bytes_max = 100\nwait_ms_max = 7000\n").await;
+    let (status, doc) = c.get(1, "/v1/openapi.json").await.unwrap();
+    assert_eq!(status, 200);
+    assert!(
+        doc["openapi"].as_str().unwrap().starts_with("3.1"),
+        "{}",
+        doc["openapi"]
+    );
+    let paths = doc["paths"].as_object().unwrap();
+    let mut operations = 0;
+    for (path, item) in paths {
+        let templated: Vec<&str> = path
+            .split('/')
+            .filter_map(|s| s.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+            .collect();
+        for (method, op) in item.as_object().unwrap() {
+            operations += 1;
+            let what = format!("{} {path}", method.to_uppercase());
+            let params = op["parameters"].as_array().cloned().unwrap_or_default();
+            for name in &templated {
+                assert!(
+                    params
+                        .iter()
+                        .any(|p| p["in"] == "path" && p["name"] == *name && p["required"] == true),
+                    "{what}: path parameter {name} is not declared"
+                );
+            }
+            let responses = op["responses"].as_object().unwrap();
+            assert!(
+                responses.keys().any(|s| s.starts_with('2')),
+                "{what}: no success"
+            );
+            for (code, response) in responses {
+                let status: u16 = code.parse().unwrap();
+                let html_or_ready = path == "/readyz";
+                if status >= 400 && !html_or_ready {
+                    assert_eq!(
+                        response["content"]["application/json"]["schema"]["$ref"],
+                        "#/components/schemas/ErrorBody",
+                        "{what} {status}"
+                    );
+                }
+                if status == 503 && !html_or_ready {
+                    assert!(
+                        response["headers"]["Retry-After"].is_object(),
+                        "{what}: 503 without Retry-After"
+                    );
+                }
+            }
+            let is_api = path.starts_with("/v1/") && path != "/v1/openapi.json";
+            let reaches_raft = is_api && path != "/v1/cluster" && path != "/v1/watch";
+            if is_api {
+                for status in ["400", "500"] {
+                    if path == "/v1/cluster" && status == "400" {
+                        continue;
+                    }
+                    assert!(responses.contains_key(status), "{what}: no {status}");
+                }
+            }
+            if reaches_raft {
+                for status in ["503", "504"] {
+                    assert!(responses.contains_key(status), "{what}: no {status}");
+                }
+            }
+            if op["requestBody"].is_object() {
+                assert!(responses.contains_key("413"), "{what}: a body and no 413");
+            }
+            let idempotent = params.iter().any(|p| p["name"] == "Idempotency-Key");
+            if idempotent {
+                assert!(responses.contains_key("422"), "{what}: no 422");
+            }
+            if matches!(method.as_str(), "post" | "put" | "delete")
+                && is_api
+                && !path.starts_with("/v1/cluster")
+                && !path.ends_with("/check")
+                && !path.ends_with("/keepalive")
+            {
+                assert!(idempotent, "{what}: a mutation without Idempotency-Key");
+            }
+        }
+    }
+    assert!(operations >= 32, "{operations} operations");
+    for admin in [
+        ("/v1/locks/{name}", "delete"),
+        ("/v1/cluster/members", "post"),
+    ] {
+        let responses = &doc["paths"][admin.0][admin.1]["responses"];
+        assert!(
+            responses["401"].is_object() && responses["403"].is_object(),
+            "{admin:?}"
+        );
+    }
+    let watch = &doc["paths"]["/v1/watch"]["get"]["responses"]["200"]["content"];
+    assert!(watch["text/event-stream"].is_object(), "{watch}");
+    // The numbers are this node's, not the defaults.
+    let acquire = &doc["paths"]["/v1/locks/{name}/acquire"]["post"];
+    let name = acquire["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "name")
+        .unwrap();
+    assert_eq!(name["schema"]["maxLength"], 100);
+    assert_eq!(name["schema"]["minLength"], 1);
+    let schemas = &doc["components"]["schemas"];
+    assert_eq!(
+        schemas["AcquireRequest"]["properties"]["wait_ms"]["maximum"],
+        7000
+    );
+    assert_eq!(
+        schemas["LeaseGrantRequest"]["properties"]["ttl_ms"]["minimum"],
+        1000
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_come_from_the_cluster_file_for_edge_and_node_and_are_reported() {
     let long = "n".repeat(600);

@@ -268,6 +268,148 @@ async fn client_disconnect_cancels_its_wait() {
     assert!(state["holders"].as_array().unwrap().is_empty(), "{state}");
 }
 
+/// Waits (at most 10 s) until lock `name` has neither holders other than `keep` nor waiters.
+async fn wait_until_only(c: &Cluster, name: &str, keep: Option<u64>) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, state) = c.get(1, &format!("/v1/locks/{name}")).await.unwrap();
+        let holders: Vec<u64> = state["holders"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["lease_id"].as_u64().unwrap())
+            .collect();
+        if state["queue"].as_array().unwrap().is_empty() && holders == Vec::from_iter(keep) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a client that went away left something behind: {state}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Clients that give up at many points of a held-open acquire on a held lock (before the
+/// request reaches the server, while it is proposed, while it waits) leave no queue entry
+/// behind, and the lock's next grant goes to a client that is there. (A grant the server
+/// has already answered belongs to the lease: if the answer is lost on the way, the lease's
+/// TTL bounds it, or a retry with its `Idempotency-Key` gets it back; see spec §2.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_dropped_at_any_moment_leave_no_waiter_and_no_grant_behind() {
+    let c = Cluster::single().await;
+    let lease = c.lease(1, 60_000).await;
+    let holder = c.lease(1, 60_000).await;
+    let (status, _) = c
+        .post(1, "/v1/locks/R/acquire", acquire_body(holder, "h", 0))
+        .await;
+    assert_eq!(status, 200);
+    // Timeouts spread over the life of a request; the pattern repeats so each lands at
+    // several points whatever this machine's speed.
+    let gives_up_after_ms = [1, 2, 3, 5, 8, 13, 21, 34, 55, 89];
+    for (i, ms) in gives_up_after_ms.iter().cycle().take(40).enumerate() {
+        let impatient = reqwest::Client::builder()
+            .timeout(Duration::from_millis(*ms))
+            .build()
+            .unwrap();
+        let _ = impatient
+            .post(c.node(1).url("/v1/locks/R/acquire"))
+            .json(&acquire_body(lease, &format!("w{i}"), 60_000))
+            .send()
+            .await;
+    }
+    wait_until_only(&c, "R", Some(holder)).await;
+    // The holder releases: nobody who left gets the lock; a new client gets it at once.
+    c.post(
+        1,
+        "/v1/locks/R/release",
+        json!({"lease_id": holder, "owner": "h"}),
+    )
+    .await;
+    wait_until_only(&c, "R", None).await;
+    let (status, body) = c
+        .post(1, "/v1/locks/R/acquire", acquire_body(lease, "last", 0))
+        .await;
+    assert_eq!(status, 200, "{body}");
+}
+
+/// A held-open acquire whose connection dropped keeps its place for a retry with the same
+/// `Idempotency-Key`: the retry is served from that place (ahead of a later waiter) instead
+/// of `not_waiting`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_with_its_key_takes_up_the_place_of_a_dropped_wait() {
+    let c = std::sync::Arc::new(Cluster::single().await);
+    let holder = c.lease(1, 60_000).await;
+    let first = c.lease(1, 60_000).await;
+    let later = c.lease(1, 60_000).await;
+    c.post(1, "/v1/locks/K/acquire", acquire_body(holder, "h", 0))
+        .await;
+    let acquire_with_key = |timeout_ms: u64| {
+        let c = c.clone();
+        async move {
+            let client = reqwest::Client::builder()
+                .timeout(Duration::from_millis(timeout_ms))
+                .build()
+                .unwrap();
+            let response = client
+                .post(c.node(1).url("/v1/locks/K/acquire"))
+                .header("idempotency-key", "first-try-1")
+                .json(&acquire_body(first, "f", 30_000))
+                .send()
+                .await?;
+            let status = response.status().as_u16();
+            Ok::<_, reqwest::Error>((status, response.json::<Value>().await?))
+        }
+    };
+    // The first try queues, then its connection drops.
+    assert!(acquire_with_key(500).await.is_err(), "the client gave up");
+    // Another client queues behind it.
+    let behind = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            c.post(1, "/v1/locks/K/acquire", acquire_body(later, "l", 30_000))
+                .await
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, state) = c.get(1, "/v1/locks/K").await.unwrap();
+        let queue: Vec<u64> = state["queue"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["lease_id"].as_u64().unwrap())
+            .collect();
+        if queue == [first, later] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "queue: {state}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The retry takes the place up; the holder releases; the retry gets the lock.
+    let retry = tokio::spawn(acquire_with_key(30_000));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    c.post(
+        1,
+        "/v1/locks/K/release",
+        json!({"lease_id": holder, "owner": "h"}),
+    )
+    .await;
+    let (status, granted) = retry.await.unwrap().unwrap();
+    assert_eq!(status, 200, "{granted}");
+    assert_eq!(granted["lease_id"].as_u64(), Some(first), "{granted}");
+    // The later waiter is next, after the retry's release, not before.
+    assert!(!behind.is_finished());
+    c.post(
+        1,
+        "/v1/locks/K/release",
+        json!({"lease_id": first, "owner": "f"}),
+    )
+    .await;
+    let (status, body) = behind.await.unwrap();
+    assert_eq!((status, body["lease_id"].as_u64()), (200, Some(later)));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_expiry_frees_locks_and_grants_the_next_waiter_after_the_lock_delay() {
     let c = std::sync::Arc::new(Cluster::single().await);

@@ -41,7 +41,9 @@ impl Client {
             .await
     }
 
-    /// Admin, on the leader: adds a member (it joins as a learner, catches up, then votes).
+    /// Admin (any node forwards it to the leader): adds a member, which must be running with
+    /// `--join`; it joins as a learner and votes once caught up, or the call fails with the
+    /// voters unchanged.
     pub async fn add_member(&self, id: u64, peer: &str, api: &str) -> Result<ClusterStatus> {
         let body = AddMemberRequest {
             id,
@@ -50,16 +52,18 @@ impl Client {
         };
         // Membership changes carry no idempotency key (they are not replicated commands):
         // retried only where nothing was sent, like a read.
-        self.post("/v1/cluster/members", &body, Call::READ).await
+        self.post("/v1/cluster/members", &body, Call::MEMBERSHIP)
+            .await
     }
 
-    /// Admin, on the leader: removes a member.
+    /// Admin (forwarded to the leader): removes a member, unless fewer reachable,
+    /// caught-up voters than a quorum would be left.
     pub async fn remove_member(&self, id: u64) -> Result<ClusterStatus> {
         self.call::<(), _>(
             reqwest::Method::DELETE,
             &format!("/v1/cluster/members/{id}"),
             None,
-            Call::READ,
+            Call::MEMBERSHIP,
         )
         .await
     }

@@ -52,6 +52,13 @@ impl Call {
         timeout: REQUEST_TIMEOUT,
     };
 
+    /// A membership change: not replicated as a command (no key), and it may wait for a new
+    /// member to catch up (the server's deadline is 30 s by default).
+    pub(crate) const MEMBERSHIP: Call = Call {
+        mutation: false,
+        timeout: Duration::from_secs(75),
+    };
+
     /// A write held open up to `wait`.
     pub(crate) fn waiting(wait: Duration) -> Call {
         Call {

@@ -258,7 +258,7 @@ mod tests {
             (
                 Rejection::IdempotencyKeyReused,
                 "idempotency_key_reused",
-                409,
+                422,
             ),
             (Rejection::Stale, "stale", 409),
             (

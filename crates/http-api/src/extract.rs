@@ -26,9 +26,33 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
                 ApiError::bad_request(format!("cannot read the body: {e}"))
             }
         })?;
-        serde_json::from_slice(&bytes)
-            .map(JsonBody)
-            .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+        let invalid =
+            |e: serde_json::Error| ApiError::bad_request(format!("invalid JSON body: {e}"));
+        let mut value: serde_json::Value = serde_json::from_slice(&bytes).map_err(invalid)?;
+        whole_numbers_as_integers(&mut value);
+        serde_json::from_value(value).map(JsonBody).map_err(invalid)
+    }
+}
+
+/// JSON has one number type, and JSON Schema counts `5.0` as an integer: a number with no
+/// fraction that fits an integer becomes one, so `{"ttl_ms": 5000.0}` means 5000 (as it
+/// does to most JSON producers). Anything else is left for serde to refuse.
+fn whole_numbers_as_integers(value: &mut serde_json::Value) {
+    use serde_json::{Number, Value};
+    match value {
+        Value::Number(n) if !(n.is_u64() || n.is_i64()) => {
+            if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0) {
+                // Exact in both directions: below 2^64 (u64) or at least -2^63 (i64).
+                if (0.0..18_446_744_073_709_551_616.0).contains(&f) {
+                    *n = Number::from(f as u64);
+                } else if (-9_223_372_036_854_775_808.0..0.0).contains(&f) {
+                    *n = Number::from(f as i64);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(whole_numbers_as_integers),
+        Value::Object(fields) => fields.values_mut().for_each(whole_numbers_as_integers),
+        _ => {}
     }
 }
 
@@ -97,5 +121,28 @@ pub fn require_admin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiErr
             ErrorDetail::Forbidden,
             "this token may not do that",
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn whole_numbers_written_with_a_fraction_are_integers_and_fractions_stay() {
+        let mut v = json!({"a": 1012.0, "b": [3.0, -4.0, 2.5], "c": {"d": 1e3}, "e": "7.0"});
+        whole_numbers_as_integers(&mut v);
+        assert_eq!(
+            v,
+            json!({"a": 1012, "b": [3, -4, 2.5], "c": {"d": 1000}, "e": "7.0"})
+        );
+        assert!(v["a"].is_u64());
+        let mut huge = json!(1e30);
+        whole_numbers_as_integers(&mut huge);
+        assert!(
+            huge.is_f64(),
+            "out of range stays a float, for serde to refuse"
+        );
     }
 }

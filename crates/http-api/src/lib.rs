@@ -4,13 +4,16 @@
 //! - `routes/`: one module per resource (leases, locks, semaphores, elections, kv, txn,
 //!   watch, cluster, health); handlers are thin: parse, propose or read, shape the answer.
 //! - `queue.rs`: the one acquire handler of locks, semaphores and elections, held open while
-//!   queued: the replicated deadline and the cancel of abandoned waits.
+//!   queued, and its replicated deadline.
+//! - `claim_guard.rs`: the guard over a whole held-open acquire: a client gone at any moment
+//!   leaves no entry and no grant behind; a retry with its `Idempotency-Key` takes it up.
 //! - `convert.rs`: the state machine's types to the wire's (`baton-wire` holds the contract).
 //! - `extract.rs`: extractors that turn bad input into a 4xx; the admin token.
 //! - `error.rs`: [`ApiError`], each refusal mapped once to its typed error body and status.
 //! - `state.rs`: [`AppState`]: propose, read, names checked against the node's limits.
 //! - `metrics.rs`, `openapi.rs`.
 
+mod claim_guard;
 mod convert;
 mod error;
 mod extract;
@@ -53,6 +56,7 @@ impl AppState {
             metrics: Arc::new(Metrics::default()),
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
+            detached: Arc::default(),
         }
     }
 }

@@ -1,15 +1,110 @@
-//! The OpenAPI document, generated from the handlers' `#[utoipa::path]` attributes and the
-//! wire types' `ToSchema` derives.
+//! The OpenAPI 3.1 document, generated from the handlers' `#[utoipa::path]` attributes and
+//! the wire types' `ToSchema`/`IntoParams` derives, then completed at serve time with the
+//! limits the running node enforces ([`document`]): the numbers are configurable per
+//! cluster, so the document states this server's, never a copy of the defaults.
+//!
+//! The error responses every operation shares are the `IntoResponses` types below; each
+//! handler lists the ones it can return next to its own statuses.
 
 use crate::routes::*;
+use baton_state_machine::Limits as NodeLimits;
 use baton_wire::*;
-use utoipa::OpenApi;
+use serde_json::{Map, Value, json};
+use utoipa::{IntoResponses, OpenApi};
+
+/// The `Idempotency-Key` header of mutations: 1..=`idempotency_key_bytes_max` bytes of
+/// visible ASCII (the length is filled in from the limits).
+pub(crate) const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+
+/// 400 `bad_request`.
+#[derive(IntoResponses)]
+#[response(
+    status = 400,
+    description = "`bad_request`: malformed JSON, a wrong type, an unknown field or query \
+                   parameter, a value out of its limits, a bad name or Idempotency-Key"
+)]
+#[allow(dead_code)] // a shape for the document; the handlers answer through `ApiError`
+pub(crate) struct BadRequest(ErrorBody);
+
+/// 401 and 403 of admin calls.
+#[derive(IntoResponses)]
+#[allow(dead_code)] // a shape for the document
+pub(crate) enum AdminRefused {
+    /// `unauthorized`: an admin token is configured and none was presented.
+    #[response(status = 401)]
+    Unauthorized(ErrorBody),
+    /// `forbidden`: the presented admin token is not the configured one.
+    #[response(status = 403)]
+    Forbidden(ErrorBody),
+}
+
+/// 413 `payload_too_large`.
+#[derive(IntoResponses)]
+#[response(
+    status = 413,
+    description = "`payload_too_large`: the body is over `body_bytes_max` or a value over \
+                   `value_bytes_max` (see `/v1/cluster` `limits`)"
+)]
+#[allow(dead_code)] // a shape for the document
+pub(crate) struct TooLarge(ErrorBody);
+
+/// 422 `idempotency_key_reused`.
+#[derive(IntoResponses)]
+#[response(
+    status = 422,
+    description = "`idempotency_key_reused`: this Idempotency-Key was used (in the scope of \
+                   the lease the request names) for a different request"
+)]
+#[allow(dead_code)] // a shape for the document
+pub(crate) struct KeyReused(ErrorBody);
+
+/// 429 `rate_limited`.
+#[derive(IntoResponses)]
+#[response(
+    status = 429,
+    description = "`rate_limited`: the resource's queue is at its bound (`queue_len_max`)"
+)]
+#[allow(dead_code)] // a shape for the document
+pub(crate) struct QueueFull(ErrorBody);
+
+/// 500 `internal`.
+#[derive(IntoResponses)]
+#[response(
+    status = 500,
+    description = "`internal`: an inconsistency inside the server (a bug), logged under the \
+                   response's `x-request-id`; never caused by what a client sent"
+)]
+#[allow(dead_code)] // a shape for the document
+pub(crate) struct Internal(ErrorBody);
+
+/// 503 `no_leader` or `unavailable`, with `Retry-After`.
+#[derive(IntoResponses)]
+#[response(
+    status = 503,
+    description = "`no_leader` (no leader known) or `unavailable` (the node is stopping, or a \
+                   quorum did not answer): nothing happened; retry after `Retry-After`",
+    headers(("Retry-After" = u64, description = "Seconds to wait before retrying"))
+)]
+#[allow(dead_code)] // a shape for the document
+pub(crate) struct Unavailable(ErrorBody);
+
+/// 504 `indeterminate`.
+#[derive(IntoResponses)]
+#[response(
+    status = 504,
+    description = "`indeterminate`: the request reached the leader and was not confirmed in \
+                   time; a write **may** have happened (retry with the same Idempotency-Key)"
+)]
+#[allow(dead_code)] // a shape for the document
+pub(crate) struct Indeterminate(ErrorBody);
 
 #[derive(OpenApi)]
 #[openapi(
     info(
         title = "baton",
-        description = "A CP lock server: fair, fenced, lease-bound locks over HTTP/JSON."
+        description = "A CP lock server: fair, fenced, lease-bound locks over HTTP/JSON. \
+                       Every error is an `ErrorBody`; the numbers in this document's \
+                       constraints are the limits the serving node enforces."
     ),
     paths(
         leases::grant,
@@ -44,6 +139,8 @@ use utoipa::OpenApi;
         health::healthz,
         health::readyz,
         health::metrics,
+        health::openapi,
+        health::index,
     ),
     components(schemas(
         Mode,
@@ -108,7 +205,338 @@ use utoipa::OpenApi;
 )]
 struct ApiDoc;
 
-/// The document.
-pub fn document() -> utoipa::openapi::OpenApi {
-    ApiDoc::openapi()
+/// The document as the derives make it, without the numbers of the limits.
+pub(crate) fn skeleton() -> Value {
+    serde_json::to_value(ApiDoc::openapi()).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "the OpenAPI document does not serialise");
+        json!({})
+    })
+}
+
+/// The document of a node enforcing `limits` and refusing bodies over `body_bytes_max`.
+pub fn document(limits: &NodeLimits, body_bytes_max: usize) -> Value {
+    let mut doc = skeleton();
+    fill_limits(&mut doc, limits, body_bytes_max);
+    tighten_compare(&mut doc, limits);
+    close_txn_ops(&mut doc);
+    bound_unsigned(&mut doc);
+    doc
+}
+
+/// Sets `keyword` to `value` on the property `property` of every object schema inside the
+/// component schema `schema` (variants of a tagged enum included). Returns how many it set.
+fn set_property(
+    doc: &mut Value,
+    schema: &str,
+    property: &str,
+    keyword: &str,
+    value: &Value,
+) -> usize {
+    let Some(root) = doc.pointer_mut(&format!("/components/schemas/{schema}")) else {
+        return 0;
+    };
+    set_in(root, property, keyword, value)
+}
+
+fn set_in(node: &mut Value, property: &str, keyword: &str, value: &Value) -> usize {
+    let mut set = 0;
+    match node {
+        Value::Object(map) => {
+            if let Some(Value::Object(p)) = map
+                .get_mut("properties")
+                .and_then(|ps| ps.get_mut(property))
+            {
+                p.insert(keyword.to_owned(), value.clone());
+                set += 1;
+            }
+            for (k, v) in map.iter_mut() {
+                if k != "properties" {
+                    set += set_in(v, property, keyword, value);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for v in items {
+                set += set_in(v, property, keyword, value);
+            }
+        }
+        _ => {}
+    }
+    set
+}
+
+/// Sets `keyword` on the schema of every parameter named `name` (in `location`) of every
+/// operation. Returns how many it set.
+fn set_parameter(
+    doc: &mut Value,
+    location: &str,
+    name: &str,
+    keyword: &str,
+    value: &Value,
+) -> usize {
+    let mut set = 0;
+    let Some(Value::Object(paths)) = doc.get_mut("paths") else {
+        return 0;
+    };
+    for item in paths.values_mut() {
+        let Value::Object(item) = item else { continue };
+        for operation in item.values_mut() {
+            let Some(Value::Array(params)) = operation.get_mut("parameters") else {
+                continue;
+            };
+            for p in params {
+                if p["in"] == location
+                    && p["name"] == name
+                    && let Some(Value::Object(schema)) = p.get_mut("schema")
+                {
+                    schema.insert(keyword.to_owned(), value.clone());
+                    set += 1;
+                }
+            }
+        }
+    }
+    set
+}
+
+/// Where each limit appears: (component schema, property, keyword, value).
+fn property_limits(limits: &NodeLimits) -> Vec<(&'static str, &'static str, &'static str, Value)> {
+    let name = json!(limits.name_bytes_max);
+    let owner = json!(limits.owner_bytes_max);
+    let value = json!(limits.value_bytes_max);
+    let wait = json!(limits.wait_ms_max);
+    let ops = json!(limits.txn_ops_max);
+    let range = json!(limits.range_limit_max);
+    vec![
+        (
+            "LeaseGrantRequest",
+            "ttl_ms",
+            "minimum",
+            json!(limits.ttl_ms_min),
+        ),
+        (
+            "LeaseGrantRequest",
+            "ttl_ms",
+            "maximum",
+            json!(limits.ttl_ms_max),
+        ),
+        ("AcquireRequest", "owner", "maxLength", owner.clone()),
+        ("AcquireRequest", "wait_ms", "maximum", wait.clone()),
+        (
+            "AcquireRequest",
+            "lock_delay_ms",
+            "maximum",
+            json!(limits.lock_delay_ms_max),
+        ),
+        ("ReleaseRequest", "owner", "maxLength", owner.clone()),
+        ("SemaphoreAcquireRequest", "owner", "maxLength", owner),
+        (
+            "SemaphoreAcquireRequest",
+            "wait_ms",
+            "maximum",
+            wait.clone(),
+        ),
+        (
+            "SemaphoreAcquireRequest",
+            "limit",
+            "maximum",
+            json!(limits.semaphore_limit_max),
+        ),
+        (
+            "SemaphoreAcquireRequest",
+            "permits",
+            "maximum",
+            json!(limits.semaphore_limit_max),
+        ),
+        ("CampaignRequest", "value", "maxLength", value.clone()),
+        ("CampaignRequest", "wait_ms", "maximum", wait),
+        ("ProclaimRequest", "value", "maxLength", value.clone()),
+        ("PutRequest", "value", "maxLength", value.clone()),
+        ("SequentialRequest", "value", "maxLength", value.clone()),
+        ("Compare", "key", "maxLength", name.clone()),
+        ("TxnOp", "key", "maxLength", name.clone()),
+        ("TxnOp", "value", "maxLength", value),
+        ("TxnOp", "prefix", "maxLength", name),
+        ("TxnOp", "limit", "maximum", range),
+        ("TxnRequest", "compare", "maxItems", ops.clone()),
+        ("TxnRequest", "success", "maxItems", ops.clone()),
+        ("TxnRequest", "failure", "maxItems", ops),
+    ]
+}
+
+/// Where each limit appears among the parameters: (in, name, keyword, value).
+fn parameter_limits(limits: &NodeLimits) -> Vec<(&'static str, &'static str, &'static str, Value)> {
+    let name = json!(limits.name_bytes_max);
+    let mut rules = vec![
+        (
+            "header",
+            IDEMPOTENCY_KEY,
+            "maxLength",
+            json!(limits.idempotency_key_bytes_max),
+        ),
+        ("query", "limit", "maximum", json!(limits.range_limit_max)),
+    ];
+    for (location, param) in [
+        ("path", "name"),
+        ("path", "key"),
+        ("query", "prefix"),
+        ("query", "key"),
+        ("query", "lock"),
+        ("query", "semaphore"),
+        ("query", "election"),
+    ] {
+        rules.push((location, param, "maxLength", name.clone()));
+    }
+    rules
+}
+
+fn fill_limits(doc: &mut Value, limits: &NodeLimits, body_bytes_max: usize) {
+    for (schema, property, keyword, value) in property_limits(limits) {
+        let set = set_property(doc, schema, property, keyword, &value);
+        debug_assert!(set > 0, "no {schema}.{property} in the document");
+    }
+    for (location, name, keyword, value) in parameter_limits(limits) {
+        let set = set_parameter(doc, location, name, keyword, &value);
+        debug_assert!(set > 0, "no {location} parameter {name} in the document");
+    }
+    // `GET /v1/locks` clamps its limit instead of refusing it: any unsigned number is fine.
+    if let Some(params) = doc.pointer_mut("/paths/~1v1~1locks/get/parameters") {
+        for p in params.as_array_mut().into_iter().flatten() {
+            if p["name"] == "limit"
+                && let Some(Value::Object(s)) = p.get_mut("schema")
+            {
+                s.remove("maximum");
+            }
+        }
+    }
+    if let Some(Value::Object(info)) = doc.get_mut("info") {
+        info.insert("x-body-bytes-max".into(), json!(body_bytes_max));
+        info.insert(
+            "x-limits".into(),
+            json!(crate::convert::limits(limits, body_bytes_max)),
+        );
+    }
+}
+
+/// A compare's operand is a string for `value` and a number for every other target: the
+/// derive cannot say so, so the component is restated as the two shapes it accepts.
+fn tighten_compare(doc: &mut Value, limits: &NodeLimits) {
+    let Some(compare) = doc.pointer_mut("/components/schemas/Compare") else {
+        return;
+    };
+    let Some(Value::Object(props)) = compare.get("properties").cloned() else {
+        return;
+    };
+    let ops = json!({"type": "string", "enum": ["equal", "not_equal", "greater", "less",
+        "=", "==", "!=", ">", "<"], "description": "How to compare (symbols accepted)"});
+    let shape = |target: Value, value: Value| {
+        let mut p: Map<String, Value> = props.clone();
+        p.insert("target".into(), target);
+        p.insert("op".into(), ops.clone());
+        p.insert("value".into(), value);
+        json!({
+            "type": "object",
+            "required": ["key", "target", "op", "value"],
+            "properties": p,
+            "additionalProperties": false,
+        })
+    };
+    let text = shape(
+        json!({"type": "string", "enum": ["value"]}),
+        json!({"type": "string", "maxLength": limits.value_bytes_max}),
+    );
+    let number = shape(
+        json!({"type": "string", "enum": ["version", "create_revision", "mod_revision", "lease"]}),
+        json!({"type": "integer", "minimum": 0, "maximum": u64::MAX}),
+    );
+    let description = compare.get("description").cloned();
+    *compare = json!({"oneOf": [text, number]});
+    if let (Some(d), Value::Object(c)) = (description, compare) {
+        c.insert("description".into(), d);
+    }
+}
+
+/// Txn operations refuse unknown fields like every request, and an error body never
+/// carries the client-side `unknown` code.
+fn close_txn_ops(doc: &mut Value) {
+    if let Some(Value::Array(variants)) = doc.pointer_mut("/components/schemas/TxnOp/oneOf") {
+        for v in variants.iter_mut().filter_map(Value::as_object_mut) {
+            v.insert("additionalProperties".into(), json!(false));
+        }
+    }
+    if let Some(Value::Array(variants)) = doc.pointer_mut("/components/schemas/ErrorDetail/oneOf") {
+        variants.retain(|v| v.pointer("/properties/code/enum/0") != Some(&json!("unknown")));
+    }
+}
+
+/// Unsigned integers of the wire are `u64`/`u32`/`usize`: a bigger number is a 400, so
+/// every unsigned integer schema without a maximum gets its type's.
+fn bound_unsigned(node: &mut Value) {
+    match node {
+        Value::Object(map) => {
+            let integer = match map.get("type") {
+                Some(Value::String(t)) => t == "integer",
+                Some(Value::Array(ts)) => ts.iter().any(|t| t == "integer"),
+                _ => false,
+            };
+            if integer && map.get("minimum") == Some(&json!(0)) && !map.contains_key("maximum") {
+                let max = match map.get("format").and_then(Value::as_str) {
+                    Some("int32" | "uint32") => json!(u32::MAX),
+                    _ => {
+                        // utoipa says `int64` for a u64; tools read that as signed and
+                        // cap it at 2^63 - 1.
+                        if map.get("format") == Some(&json!("int64")) {
+                            map.insert("format".into(), json!("uint64"));
+                        }
+                        json!(u64::MAX)
+                    }
+                };
+                map.insert("maximum".into(), max);
+            }
+            for v in map.values_mut() {
+                bound_unsigned(v);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(bound_unsigned),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_limit_lands_somewhere_and_follows_the_configuration() {
+        let mut doc = skeleton();
+        let limits = NodeLimits::default();
+        for (schema, property, keyword, value) in property_limits(&limits) {
+            assert!(
+                set_property(&mut doc, schema, property, keyword, &value) > 0,
+                "{schema}.{property}"
+            );
+        }
+        for (location, name, keyword, value) in parameter_limits(&limits) {
+            assert!(
+                set_parameter(&mut doc, location, name, keyword, &value) > 0,
+                "{location} {name}"
+            );
+        }
+        let limits = NodeLimits {
+            wait_ms_max: 1_234,
+            name_bytes_max: 77,
+            ..NodeLimits::default()
+        };
+        let doc = document(&limits, 999);
+        let wait = &doc["components"]["schemas"]["AcquireRequest"]["properties"]["wait_ms"];
+        assert_eq!(wait["maximum"], 1_234);
+        let params = &doc["paths"]["/v1/locks/{name}/acquire"]["post"]["parameters"];
+        let name = params
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["name"] == "name")
+            .expect("the name parameter");
+        assert_eq!(name["schema"]["maxLength"], 77);
+        assert_eq!(doc["info"]["x-body-bytes-max"], 999);
+    }
 }

@@ -3,16 +3,17 @@
 //! follows this node's applied events until its entry is granted or removed. The deadline
 //! is a replicated command (the leader's `AcquireTimeout`, or the handler's own after a
 //! grace period), so a grant racing the deadline is returned as a grant. A client that goes
-//! away drops the handler; the guard then cancels the entry (or releases the grant the
-//! client never saw).
+//! away drops the handler; its guard (`claim_guard.rs`, over the whole request) then cancels
+//! the entry or releases the grant the client never saw.
 
+use crate::claim_guard::ClaimGuard;
 use crate::convert;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use baton_state_machine::{
-    AcquireTimeout, Campaign, Cancel, CancelReason, Claimant, Command, EventFilter, EventKind,
-    Fence, HolderInfo, LeaseId, LockAcquire, Mode, Release, Resign, ResourceId, ResourceKind,
-    Response, Revision, SemaphoreAcquire, StateMachine,
+    AcquireTimeout, Campaign, CancelReason, Claimant, Command, EventFilter, EventKind, Fence,
+    HolderInfo, LeaseId, LockAcquire, Mode, ResourceId, ResourceKind, Response, Revision,
+    SemaphoreAcquire, StateMachine,
 };
 use baton_wire::{
     AcquireRequest, CampaignRequest, ErrorDetail, GrantResponse, SemaphoreAcquireRequest,
@@ -107,28 +108,22 @@ pub(crate) async fn acquire<R: QueueRequest>(
         name: name.clone(),
     };
     let (claimant, wait_ms, command) = request.into_claim(name);
-    let applied = state.propose(idempotency_key, command).await?;
+    let mut guard = ClaimGuard::new(state, resource.clone(), claimant.clone(), idempotency_key);
+    let applied = guard.propose(command).await?;
     let (enqueued, position) = match applied.response {
         Response::Granted(g) => {
-            return Ok(grant_response(
-                &resource.name,
-                &g.holder,
-                None,
-                applied.revision,
-            ));
+            let answer = grant_response(&resource.name, &g.holder, None, applied.revision);
+            guard.settle();
+            return Ok(answer);
         }
         Response::Queued { enqueued, position } => (enqueued, position),
-        other => return Err(ApiError::internal(other)),
-    };
-    let mut guard = AbandonGuard {
-        state: state.clone(),
-        resource: resource.clone(),
-        claimant: claimant.clone(),
-        enqueued,
-        armed: true,
+        other => {
+            guard.settle();
+            return Err(ApiError::internal(other));
+        }
     };
     let outcome = wait(state, &resource, &claimant, enqueued, wait_ms).await?;
-    guard.armed = false;
+    guard.settle();
     match outcome {
         Outcome::Granted(holder, revision) => Ok(grant_response(
             &resource.name,
@@ -330,63 +325,4 @@ async fn decide_timeout(
             Scan::Pending(_) => Outcome::Lost,
         },
     })
-}
-
-/// Cancels the queue entry of a request whose client went away (or releases the grant it
-/// got but never received).
-struct AbandonGuard {
-    state: AppState,
-    resource: ResourceId,
-    claimant: Claimant,
-    enqueued: Revision,
-    armed: bool,
-}
-
-impl Drop for AbandonGuard {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let state = self.state.clone();
-        let (resource, claimant, enqueued) =
-            (self.resource.clone(), self.claimant.clone(), self.enqueued);
-        tracing::info!(resource = %resource.name, lease = %claimant.lease, "client gone: cancelling its wait");
-        self.state.tracker.spawn(async move {
-            let cancel = Command::Cancel(Cancel {
-                resource: resource.clone(),
-                lease: claimant.lease,
-                owner: claimant.owner.clone(),
-                enqueued: Some(enqueued),
-            });
-            match state.node.propose(cancel.into()).await {
-                Ok(applied) => {
-                    if let Response::Granted(g) = applied.response {
-                        release_unseen(&state, resource, claimant, g.holder.fence).await;
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "cancel of an abandoned wait failed"),
-            }
-        });
-    }
-}
-
-async fn release_unseen(state: &AppState, resource: ResourceId, claimant: Claimant, fence: Fence) {
-    let release = Release {
-        name: resource.name.clone(),
-        lease: claimant.lease,
-        owner: claimant.owner,
-        fence: Some(fence),
-    };
-    let command = match resource.kind {
-        ResourceKind::Lock => Command::LockRelease(release),
-        ResourceKind::Semaphore => Command::SemaphoreRelease(release),
-        ResourceKind::Election => Command::Resign(Resign {
-            name: release.name,
-            lease: release.lease,
-            fence: Some(fence),
-        }),
-    };
-    if let Err(e) = state.node.propose(command.into()).await {
-        tracing::warn!(error = %e, "release of a grant nobody received failed");
-    }
 }

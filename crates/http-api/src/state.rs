@@ -3,6 +3,7 @@
 //! a name from a path into a checked one (against the node's configured limits: the one
 //! source of limits for the edge, the node and, through `/v1/cluster`, the clients).
 
+use crate::claim_guard::Detached;
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Metrics;
 use baton_raft_node::Node;
@@ -24,6 +25,9 @@ pub struct ApiConfig {
     pub wait_grace_ms: u64,
     /// Interval of `progress` events on watches.
     pub watch_progress_ms: u64,
+    /// How long a held-open acquire with an `Idempotency-Key` whose client went away keeps
+    /// its place (or its grant) for a retry with the same key, before it is cancelled.
+    pub reattach_grace_ms: u64,
 }
 
 impl Default for ApiConfig {
@@ -33,6 +37,7 @@ impl Default for ApiConfig {
             admin_token: None,
             wait_grace_ms: 2_000,
             watch_progress_ms: 5_000,
+            reattach_grace_ms: 5_000,
         }
     }
 }
@@ -48,8 +53,11 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Cancelled when the server begins to shut down: held-open requests answer at once.
     pub shutdown: CancellationToken,
-    /// Background work spawned by handlers (cancels of abandoned waits).
+    /// Background work spawned by handlers (proposals of held-open acquires, cancels of
+    /// abandoned waits).
     pub tracker: TaskTracker,
+    /// Held-open acquires with an `Idempotency-Key`, for retries to take up.
+    pub(crate) detached: Arc<Detached>,
 }
 
 impl AppState {

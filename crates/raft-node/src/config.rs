@@ -42,6 +42,12 @@ pub struct NodeConfig {
     pub cluster_secret: Option<String>,
     /// How long a proposal may take before its outcome is reported as unknown.
     pub propose_timeout_ms: u64,
+    /// How long a new member may take to catch up as a learner before it is removed again
+    /// instead of promoted to voter.
+    pub member_catchup_timeout_ms: u64,
+    /// A member counts as caught up when it is at most this many entries behind the
+    /// leader's log (new members before they vote; voters in the quorum check).
+    pub member_lag_max: u64,
     /// Most proposals in one Raft entry.
     pub batch_proposals_max: usize,
     /// Most bytes of proposals in one Raft entry.
@@ -81,6 +87,8 @@ impl NodeConfig {
             append_bytes_max: 4 << 20,
             cluster_secret: None,
             propose_timeout_ms: 5_000,
+            member_catchup_timeout_ms: 30_000,
+            member_lag_max: 1_000,
             batch_proposals_max: 512,
             batch_bytes_max: 1 << 20,
             batches_in_flight_max: 1,
@@ -135,7 +143,10 @@ impl NodeConfig {
         if self.append_entries_max == 0 || self.snapshot_logs_since_last == 0 {
             return bad("append_entries_max and snapshot_logs_since_last must be positive".into());
         }
-        if self.propose_timeout_ms == 0 || self.lease_checkpoint_interval_ms == 0 {
+        if self.propose_timeout_ms == 0
+            || self.lease_checkpoint_interval_ms == 0
+            || self.member_catchup_timeout_ms == 0
+        {
             return bad("timeouts and intervals must be positive".into());
         }
         Ok(())
@@ -192,6 +203,10 @@ pub struct RaftTuning {
     pub snapshot_logs_since_last: Option<u64>,
     /// Entries kept behind a snapshot before they are purged.
     pub logs_kept_behind_snapshot: Option<u64>,
+    /// How long a new member may take to catch up before it is removed again.
+    pub member_catchup_timeout_ms: Option<u64>,
+    /// How far behind the leader's log a member may be and still count as caught up.
+    pub member_lag_max: Option<u64>,
 }
 
 impl RaftTuning {
@@ -219,6 +234,11 @@ impl RaftTuning {
             &mut config.logs_kept_behind_snapshot,
             self.logs_kept_behind_snapshot,
         );
+        set(
+            &mut config.member_catchup_timeout_ms,
+            self.member_catchup_timeout_ms,
+        );
+        set(&mut config.member_lag_max, self.member_lag_max);
     }
 }
 

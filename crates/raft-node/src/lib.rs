@@ -9,6 +9,8 @@
 //! - `error.rs`: `NodeError`.
 //! - `node.rs`: [`Node`]: start, propose (batched, forwarded), read, keepalive, status,
 //!   membership, shutdown.
+//! - `membership.rs`: membership changes that cannot lose quorum (address checks, learners
+//!   that must catch up before they vote, the strict quorum check).
 //! - `network/`: peer RPC client and server (Raft RPCs and forwarding to the leader).
 //! - `worker/`: the proposer (group commit), the reader (read-index coalescing), snapshot
 //!   pacing and the lease clock (`lease_clock/`: the task, its pure `deadlines`, and the
@@ -22,6 +24,7 @@ mod codec;
 mod config;
 mod error;
 pub mod hooks;
+mod membership;
 pub mod network;
 mod node;
 pub mod store;
@@ -30,6 +33,7 @@ mod worker;
 
 pub use config::{ClusterFile, ClusterNode, NodeConfig, RaftTuning};
 pub use error::NodeError;
+pub use membership::{Identity, MemberChange};
 pub use node::{ClusterStatus, MemberStatus, Node};
 pub use store::{AppliedBatch, AppliedProgress};
 pub use types::*;

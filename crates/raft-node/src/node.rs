@@ -5,11 +5,10 @@
 
 use crate::config::NodeConfig;
 use crate::error::NodeError;
+use crate::membership::{self, MemberChange};
 use crate::network::{self, NetworkFactory, PeerClient, PeerError, PeerFailure};
 use crate::store::{self, AppliedBatch, AppliedProgress, SmShared};
-use crate::types::{
-    ClientWriteError, NodeAddr, NodeId, Raft, RaftError, RaftMetrics, leading_term,
-};
+use crate::types::{NodeAddr, NodeId, Raft, RaftError, RaftMetrics, leading_term};
 use crate::worker::lease_clock::{self, ClockConfig, ClockPort, ClockRequest, KeepaliveAnswer};
 use crate::worker::proposer::{self, BatchBounds, Pending};
 use crate::worker::reader::{self, ReadReply};
@@ -17,8 +16,7 @@ use crate::worker::snapshot;
 use baton_state_machine::{
     Applied, Command, LeaseCheckpoint, LeaseId, Proposal, Revision, StateMachine,
 };
-use openraft::ChangeMembers;
-use openraft::error::{ChangeMembershipError, InitializeError};
+use openraft::error::InitializeError;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -274,8 +272,15 @@ impl Node {
     /// Proposes a command (forwarded to the leader if this node is not). On timeout the
     /// outcome is unknown (`Indeterminate`), never reported as failed.
     pub async fn propose(&self, proposal: Proposal) -> Result<Applied, NodeError> {
-        proposal.validate(&self.inner.config.limits)?;
+        proposal.validate_from_outside(&self.inner.config.limits)?;
         self.routed(proposal, Route::Propose).await
+    }
+
+    /// A proposal a follower forwarded: checked exactly as one from the API (limits, and
+    /// never a command only the leader's clock may issue), then proposed here.
+    pub(crate) async fn propose_forwarded(&self, proposal: Proposal) -> Result<Applied, NodeError> {
+        proposal.validate_from_outside(&self.inner.config.limits)?;
+        self.propose_here(proposal).await
     }
 
     /// Proposes on this node, which must be the leader.
@@ -460,55 +465,55 @@ impl Node {
         }
     }
 
-    /// Adds a member: it joins as a learner, catches up, then becomes a voter. Leader only;
-    /// one change at a time.
+    /// Adds a member: its addresses are checked and it must answer with its id; it joins as
+    /// a learner and votes once caught up, or is removed again at the deadline. Forwarded
+    /// to the leader; one change at a time (`membership.rs`).
     pub async fn add_member(&self, id: NodeId, addr: NodeAddr) -> Result<(), NodeError> {
-        let _one_at_a_time = self.inner.membership.lock().await;
-        self.require_leader()?;
-        self.inner
-            .raft
-            .add_learner(id, addr, true)
-            .await
-            .map_err(membership_error)?;
-        let voters = ChangeMembers::AddVoterIds(BTreeSet::from([id]));
-        self.inner
-            .raft
-            .change_membership(voters, false)
-            .await
-            .map_err(membership_error)?;
-        tracing::info!(member = id, "member added as a voter");
-        Ok(())
+        self.change_membership(MemberChange::Add { id, addr }).await
     }
 
-    /// Removes a member (voter or learner). Leader only; the last voter cannot go. Stop the
-    /// removed node afterwards: it does not learn of its removal.
+    /// Removes a member (voter or learner), unless fewer reachable, caught-up voters than a
+    /// quorum would be left. Forwarded to the leader. Stop the removed node afterwards: it
+    /// does not learn of its removal.
     pub async fn remove_member(&self, id: NodeId) -> Result<(), NodeError> {
-        let _one_at_a_time = self.inner.membership.lock().await;
-        self.require_leader()?;
-        let membership = self.inner.raft.metrics().borrow().membership_config.clone();
-        let voters: BTreeSet<NodeId> = membership.membership().voter_ids().collect();
-        if voters.contains(&id) {
-            if voters.len() == 1 {
-                return Err(NodeError::Membership("cannot remove the last voter".into()));
+        self.change_membership(MemberChange::Remove { id }).await
+    }
+
+    /// Runs a membership change here if this node leads, else on the leader (one attempt:
+    /// a change may take the catch-up deadline, longer than any routed request).
+    async fn change_membership(&self, change: MemberChange) -> Result<(), NodeError> {
+        match self.leader() {
+            Some((id, _)) if id == self.id() => membership::change_here(self, change).await,
+            Some((_, addr)) => {
+                let config = &self.inner.config;
+                let budget = Duration::from_millis(
+                    config.member_catchup_timeout_ms + 2 * config.propose_timeout_ms,
+                );
+                let reply: Result<(), PeerFailure> = self
+                    .inner
+                    .peers
+                    .call(&addr.peer, membership::CHANGE_PATH, &change, budget)
+                    .await
+                    .map_err(|e| match e {
+                        PeerError::Unreachable(_) => NodeError::NoLeader,
+                        other => NodeError::Unavailable(format!(
+                            "the leader did not answer the membership change: {other}"
+                        )),
+                    })?;
+                reply.map_err(NodeError::from)
             }
-            let change = ChangeMembers::RemoveVoters(BTreeSet::from([id]));
-            self.inner
-                .raft
-                .change_membership(change, false)
-                .await
-                .map_err(membership_error)?;
-        } else if membership.membership().get_node(&id).is_some() {
-            let change = ChangeMembers::RemoveNodes(BTreeSet::from([id]));
-            self.inner
-                .raft
-                .change_membership(change, false)
-                .await
-                .map_err(membership_error)?;
-        } else {
-            return Err(NodeError::Membership(format!("{id} is not a member")));
+            None => Err(NodeError::NoLeader),
         }
-        tracing::info!(member = id, "member removed");
-        Ok(())
+    }
+
+    /// The peer client (membership probes).
+    pub(crate) fn peers(&self) -> &PeerClient {
+        &self.inner.peers
+    }
+
+    /// The lock that keeps membership changes one at a time.
+    pub(crate) fn membership_lock(&self) -> &tokio::sync::Mutex<()> {
+        &self.inner.membership
     }
 
     /// `Ok` if this node is the leader as far as it knows, else where to forward. Every
@@ -705,19 +710,6 @@ impl RouteLocal<LeaseId> for Option<u64> {
             Route::Remaining => node.lease_remaining_here(lease).await,
             _ => node.keepalive_here(lease).await,
         }
-    }
-}
-
-fn membership_error(e: RaftError<ClientWriteError>) -> NodeError {
-    match e {
-        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => NodeError::ForwardToLeader {
-            leader: f.leader_id.zip(f.leader_node),
-        },
-        RaftError::APIError(ClientWriteError::ChangeMembershipError(
-            ChangeMembershipError::InProgress(p),
-        )) => NodeError::Membership(format!("another change is in progress: {p}")),
-        RaftError::APIError(other) => NodeError::Membership(other.to_string()),
-        RaftError::Fatal(_) => NodeError::Stopped,
     }
 }
 

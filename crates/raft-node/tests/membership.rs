@@ -1,5 +1,7 @@
 //! Online membership change: 3 → 5 → 3 voters while a writer keeps writing; no
-//! acknowledged write is lost and the status reflects every step.
+//! acknowledged write is lost and the status reflects every step. And the changes that
+//! could cost the quorum: a member that never catches up, a removal that would leave too
+//! few reachable voters, changes sent to a follower.
 
 #![allow(clippy::unwrap_used)] // tests: a failure is reported by the panic
 
@@ -89,5 +91,77 @@ async fn membership_grows_to_five_and_shrinks_to_three_under_writes() {
         matches!(err, baton_raft_node::NodeError::Membership(_)),
         "{err:?}"
     );
+    cluster.shutdown().await;
+}
+
+/// A process that answers the identity probe as node `id` and refuses everything else: a
+/// member that is "up" but can never catch up.
+async fn impostor(id: u64) -> (String, tokio::task::JoinHandle<()>) {
+    use axum::http::StatusCode;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let identity = bincode::serialize(&baton_raft_node::Identity { id }).unwrap();
+    let app = axum::Router::new()
+        .route(
+            "/baton/identity",
+            axum::routing::post(move || async move { identity }),
+        )
+        .fallback(|| async { StatusCode::SERVICE_UNAVAILABLE });
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (addr, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_that_does_not_catch_up_is_removed_again_and_the_voters_are_unchanged() {
+    let cluster = Cluster::start(3, |c| c.member_catchup_timeout_ms = 1_500).await;
+    let leader = cluster.node(cluster.leader().await).clone();
+    let members = |node: &baton_raft_node::Node| -> Vec<(u64, baton_raft_node::NodeAddr, bool)> {
+        node.status()
+            .members
+            .into_iter()
+            .map(|m| (m.id, m.addr, m.voter))
+            .collect()
+    };
+    let before = members(&leader);
+    let (peer, task) = impostor(7).await;
+    let api = format!("127.0.0.1:{}", free_port());
+    let err = leader
+        .add_member(7, baton_raft_node::NodeAddr { peer, api })
+        .await
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        matches!(err, baton_raft_node::NodeError::Membership(_)) && message.contains("catch up"),
+        "{message}"
+    );
+    assert_eq!(members(&leader), before, "{message}");
+    assert!(leader.propose(put("after", "v")).await.is_ok());
+    task.abort();
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removals_that_would_leave_no_quorum_are_refused_and_followers_forward_changes() {
+    let mut cluster = Cluster::start(3, |_| {}).await;
+    let leader_id = cluster.leader().await;
+    let leader = cluster.node(leader_id).clone();
+    let follower_id = cluster.follower().await;
+    // One voter down: removing a live one would leave 1 reachable of 2, no quorum.
+    let down = *cluster
+        .nodes
+        .keys()
+        .find(|id| **id != leader_id && **id != follower_id)
+        .unwrap();
+    cluster.stop(down).await;
+    let err = leader.remove_member(follower_id).await.unwrap_err();
+    assert!(err.to_string().contains("fewer than a quorum"), "{err:?}");
+    assert_eq!(voters(&leader).len(), 3);
+    // Removing the one that is down is fine (2 of 2 reachable), and a follower forwards it.
+    let follower = cluster.node(follower_id).clone();
+    follower.remove_member(down).await.unwrap();
+    assert_eq!(voters(&leader).len(), 2);
+    assert!(follower.propose(put("after", "v")).await.is_ok());
     cluster.shutdown().await;
 }

@@ -187,6 +187,50 @@ mod tests {
     }
 
     #[test]
+    fn the_same_key_with_any_other_field_is_refused_not_replayed() {
+        let mut sm = StateMachine::default();
+        let a = grant(&mut sm, 10_000);
+        sm.apply(keyed("k", lock_cmd("L", a, "w", Mode::Exclusive, 5_000)));
+        let before = sm.clone();
+        // Same kind, same name, same lease: only the owner, the mode or the wait differ.
+        for other in [
+            lock_cmd("L", a, "x", Mode::Exclusive, 5_000),
+            lock_cmd("L", a, "w", Mode::Shared, 5_000),
+            lock_cmd("L", a, "w", Mode::Exclusive, 6_000),
+        ] {
+            let refused = sm.apply(keyed("k", other));
+            assert_eq!(
+                refused.response,
+                Response::Rejected(Rejection::IdempotencyKeyReused)
+            );
+            assert_eq!(sm, before);
+        }
+    }
+
+    #[test]
+    fn keys_are_scoped_to_the_lease_so_clients_never_see_each_others_outcomes() {
+        let mut sm = StateMachine::default();
+        let [a, b] = [0; 2].map(|_| grant(&mut sm, 10_000));
+        let first = sm.apply(keyed("k", lock_cmd("L", a, "w", Mode::Exclusive, 0)));
+        assert!(matches!(first.response, Response::Granted(_)));
+        // Another lease, the same key and name: its own request, its own answer (busy).
+        let second = sm.apply(keyed("k", lock_cmd("L", b, "w", Mode::Exclusive, 0)));
+        assert!(!second.replayed);
+        assert!(
+            matches!(
+                second.response,
+                Response::Rejected(Rejection::LockHeld { .. })
+            ),
+            "{:?}",
+            second.response
+        );
+        // And the first lease still gets its own replay.
+        let retry = sm.apply(keyed("k", lock_cmd("L", a, "w", Mode::Exclusive, 0)));
+        assert!(retry.replayed);
+        assert_eq!(retry.response, first.response);
+    }
+
+    #[test]
     fn idempotency_outcomes_owned_by_a_lease_go_with_it() {
         let mut sm = StateMachine::default();
         let a = grant(&mut sm, 10_000);

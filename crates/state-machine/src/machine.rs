@@ -98,6 +98,9 @@ impl StateMachine {
             command,
         } = proposal;
         let mut fingerprint = None;
+        // A key is scoped to the lease the command acts for: two clients can never see
+        // each other's outcomes, whatever keys they pick (spec §2).
+        let idempotency_key = idempotency_key.map(|key| command.scoped_idempotency_key(&key));
         if let Some(key) = &idempotency_key {
             let print = command.fingerprint();
             if let Some(entry) = self.idempotency.get(key) {

@@ -36,7 +36,7 @@ pub enum ErrorCode {
     LimitMismatch,
     /// The waiting request's queue entry is gone (409).
     NotWaiting,
-    /// An idempotency key reused for another request (409).
+    /// An idempotency key reused for another request (422).
     IdempotencyKeyReused,
     /// A membership change was refused (409).
     MembershipChangeRefused,
@@ -106,9 +106,9 @@ impl ErrorCode {
             | ErrorCode::CasFailed
             | ErrorCode::LimitMismatch
             | ErrorCode::NotWaiting
-            | ErrorCode::IdempotencyKeyReused
             | ErrorCode::MembershipChangeRefused
             | ErrorCode::Stale => 409,
+            ErrorCode::IdempotencyKeyReused => 422,
             ErrorCode::Compacted => 410,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::RateLimited => 429,
@@ -177,7 +177,7 @@ pub enum ErrorDetail {
     },
     /// 409.
     NotWaiting,
-    /// 409.
+    /// 422: the key was used for another request.
     IdempotencyKeyReused,
     /// 409.
     MembershipChangeRefused,

@@ -147,6 +147,10 @@ pub enum CompareValue {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Compare {
     /// The key.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")
+    )]
     pub key: String,
     /// What to compare.
     pub target: CompareTarget,
@@ -164,6 +168,10 @@ pub enum TxnOp {
     /// Put a key.
     Put {
         /// The key.
+        #[cfg_attr(
+            feature = "openapi",
+            schema(min_length = 1, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")
+        )]
         key: String,
         /// The value.
         value: String,
@@ -174,19 +182,32 @@ pub enum TxnOp {
     /// Delete a key.
     Delete {
         /// The key.
+        #[cfg_attr(
+            feature = "openapi",
+            schema(min_length = 1, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")
+        )]
         key: String,
     },
     /// Delete keys under a prefix.
     DeletePrefix {
         /// The prefix.
+        #[cfg_attr(
+            feature = "openapi",
+            schema(min_length = 1, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")
+        )]
         prefix: String,
     },
     /// Read keys under a prefix (sees earlier operations of the txn).
     Range {
         /// The prefix.
+        #[cfg_attr(
+            feature = "openapi",
+            schema(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+        )]
         prefix: String,
         /// At most this many (default 100).
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(feature = "openapi", schema(nullable = false, minimum = 1))]
         limit: Option<usize>,
     },
 }

@@ -37,6 +37,10 @@ pub struct AcquireRequest {
     pub lease_id: u64,
     /// Who holds it within the lease (default "").
     #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+    )]
     pub owner: String,
     /// Exclusive (default) or shared.
     #[serde(default)]
@@ -58,6 +62,10 @@ pub struct ReleaseRequest {
     pub lease_id: u64,
     /// The holder's owner (default "").
     #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+    )]
     pub owner: String,
     /// If given, only the grant with this fence is released.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -86,11 +94,17 @@ pub struct SemaphoreAcquireRequest {
     pub lease_id: u64,
     /// Who holds it within the lease (default "").
     #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+    )]
     pub owner: String,
     /// The semaphore's limit; must match while it is in use.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1))]
     pub limit: u32,
     /// Permits to take (default 1).
     #[serde(default = "one")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1))]
     pub permits: u32,
     /// How long to wait; 0 (default) never queues.
     #[serde(default)]

@@ -17,6 +17,7 @@ pub enum Consistency {
 /// Reads of one object (`GET /v1/kv/{key}`, `/v1/locks/{name}`, …).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
 pub struct ReadParams {
     /// Linearizable (default) or serializable.
     #[serde(default)]
@@ -26,15 +27,22 @@ pub struct ReadParams {
 /// `GET /v1/locks`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
 pub struct LockListParams {
     /// Only names under this prefix.
     #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        param(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+    )]
     pub prefix: String,
     /// At most this many (default 1 000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(nullable = false, minimum = 0))]
     pub limit: Option<usize>,
     /// Only names after this one (the last name of the previous page).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(nullable = false))]
     pub after: Option<String>,
     /// Linearizable (default) or serializable.
     #[serde(default)]
@@ -44,12 +52,18 @@ pub struct LockListParams {
 /// `GET /v1/kv?prefix=`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
 pub struct RangeParams {
     /// Only keys under this prefix.
     #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        param(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+    )]
     pub prefix: String,
     /// At most this many (default 1 000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(nullable = false, minimum = 1))]
     pub limit: Option<usize>,
     /// Linearizable (default) or serializable.
     #[serde(default)]
@@ -59,43 +73,92 @@ pub struct RangeParams {
 /// `DELETE /v1/kv/{key}`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
 pub struct DeleteParams {
     /// Compare-and-set on `mod_revision`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(nullable = false))]
     pub prev_revision: Option<u64>,
 }
 
 /// `DELETE /v1/kv?prefix=` (the prefix must not be empty).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
 pub struct DeletePrefixParams {
-    /// The prefix.
+    /// The prefix: a name (not empty, no `.` or `..` segment).
+    #[cfg_attr(
+        feature = "openapi",
+        param(
+            min_length = 1,
+            pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"
+        )
+    )]
     pub prefix: String,
 }
 
 /// `GET /v1/watch`: at most one filter, and where to start.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
 pub struct WatchParams {
     /// One key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        param(
+            nullable = false,
+            min_length = 1,
+            pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"
+        )
+    )]
     pub key: Option<String>,
     /// Keys under a prefix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        param(nullable = false, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+    )]
     pub prefix: Option<String>,
     /// One lock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        param(
+            nullable = false,
+            min_length = 1,
+            pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"
+        )
+    )]
     pub lock: Option<String>,
     /// One semaphore.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        param(
+            nullable = false,
+            min_length = 1,
+            pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"
+        )
+    )]
     pub semaphore: Option<String>,
     /// One election.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        param(
+            nullable = false,
+            min_length = 1,
+            pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"
+        )
+    )]
     pub election: Option<String>,
     /// One lease and everything it owns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(nullable = false))]
     pub lease: Option<u64>,
     /// The first revision to deliver (default: the next one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(nullable = false))]
     pub start_revision: Option<u64>,
 }

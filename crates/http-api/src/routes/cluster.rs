@@ -1,18 +1,22 @@
 //! `/v1/cluster`: status and online membership changes.
 
 use crate::convert;
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::extract::{ApiPath, JsonBody, require_admin};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use baton_raft_node::{NodeAddr, NodeError};
+use baton_raft_node::NodeAddr;
 use baton_wire::{AddMemberRequest, ClusterStatus, Member, MemberRole};
 
 /// The cluster as this node sees it: leader, term, revision, commit index, members with
 /// roles, addresses and replication progress (on the leader), and the limits on input.
-#[utoipa::path(get, path = "/v1/cluster", responses((status = 200, body = ClusterStatus)))]
+#[utoipa::path(get, path = "/v1/cluster", operation_id = "cluster_status",
+    responses(
+        (status = 200, description = "The cluster as this node sees it", body = ClusterStatus),
+        crate::openapi::Internal,
+    ))]
 pub(crate) async fn status(State(state): State<AppState>) -> Json<ClusterStatus> {
     Json(status_of(&state))
 }
@@ -61,54 +65,55 @@ pub(crate) fn status_of(state: &AppState) -> ClusterStatus {
     }
 }
 
-/// Adds a member: it joins as a learner, catches up, then votes. Start the new node with
-/// `--join` first.
-#[utoipa::path(post, path = "/v1/cluster/members", request_body = AddMemberRequest,
-    responses((status = 200, body = ClusterStatus)))]
+/// Adds a member. Its addresses are checked (`host:port`, resolvable, not an existing
+/// member's) and it must answer on its peer port with its id: start it with `--join` first.
+/// It joins as a learner and votes once caught up; if it does not catch up in time it is
+/// removed again and the call fails with the voters unchanged. Any node takes the call and
+/// forwards it to the leader.
+#[utoipa::path(post, path = "/v1/cluster/members", operation_id = "cluster_add_member", request_body = AddMemberRequest,
+    responses(
+        (status = 200, description = "Added; the cluster after the change", body = ClusterStatus),
+        (status = 409, description = "`membership_change_refused`: the new member does not answer with its id or did not catch up in time, an address already in use, another change in progress", body = baton_wire::ErrorBody),
+        crate::openapi::AdminRefused,
+        crate::openapi::BadRequest,
+        crate::openapi::TooLarge,
+        crate::openapi::Internal,
+        crate::openapi::Unavailable,
+        crate::openapi::Indeterminate,
+    ))]
 pub(crate) async fn add_member(
     State(state): State<AppState>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<AddMemberRequest>,
 ) -> ApiResult<Json<ClusterStatus>> {
     require_admin(&state, &headers)?;
-    if body.id == 0 || body.peer.is_empty() || body.api.is_empty() {
-        return Err(ApiError::bad_request(
-            "id must be positive, peer and api set",
-        ));
-    }
     let addr = NodeAddr {
         peer: body.peer,
         api: body.api,
     };
-    state
-        .node
-        .add_member(body.id, addr)
-        .await
-        .map_err(leader_only)?;
+    state.node.add_member(body.id, addr).await?;
     Ok(Json(status_of(&state)))
 }
 
-/// Removes a member (stop the removed node afterwards).
-#[utoipa::path(delete, path = "/v1/cluster/members/{id}", responses((status = 200, body = ClusterStatus)))]
+/// Removes a member, unless fewer reachable, caught-up voters than a quorum would be left
+/// (stop the removed node afterwards). Any node takes the call and forwards it.
+#[utoipa::path(delete, path = "/v1/cluster/members/{id}", operation_id = "cluster_remove_member",
+    params(("id" = u64, Path, description = "The member's node id")),
+    responses(
+        (status = 200, description = "Removed; the cluster after the change", body = ClusterStatus),
+        (status = 409, description = "`membership_change_refused`: an unknown member, the last voter, a change that would leave fewer reachable caught-up voters than a quorum, another change in progress", body = baton_wire::ErrorBody),
+        crate::openapi::AdminRefused,
+        crate::openapi::BadRequest,
+        crate::openapi::Internal,
+        crate::openapi::Unavailable,
+        crate::openapi::Indeterminate,
+    ))]
 pub(crate) async fn remove_member(
     State(state): State<AppState>,
     headers: HeaderMap,
     ApiPath(id): ApiPath<u64>,
 ) -> ApiResult<Json<ClusterStatus>> {
     require_admin(&state, &headers)?;
-    state.node.remove_member(id).await.map_err(leader_only)?;
+    state.node.remove_member(id).await?;
     Ok(Json(status_of(&state)))
-}
-
-/// Membership changes run on the leader; a follower says where it is.
-fn leader_only(e: NodeError) -> ApiError {
-    match e {
-        NodeError::ForwardToLeader {
-            leader: Some((id, addr)),
-        } => ApiError::from(NodeError::Membership(format!(
-            "send membership changes to the leader: node {id} at http://{}",
-            addr.api
-        ))),
-        other => ApiError::from(other),
-    }
 }

@@ -4,6 +4,7 @@ use super::shared;
 use crate::convert;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody};
+use crate::openapi::*;
 use crate::queue;
 use crate::state::AppState;
 use axum::Json;
@@ -12,8 +13,23 @@ use baton_state_machine::{Command, Fence, LeaseId, Proclaim, Resign, Response};
 use baton_wire::*;
 
 /// Campaigns: leads at once, or waits as a candidate (held open) up to `wait_ms`.
-#[utoipa::path(post, path = "/v1/elections/{name}/campaign", request_body = CampaignRequest,
-    responses((status = 200, body = GrantResponse), (status = 409, description = "lock_held or timeout")))]
+#[utoipa::path(post, path = "/v1/elections/{name}/campaign", operation_id = "elections_campaign", request_body = CampaignRequest,
+    params(
+        ("name" = String, Path, description = "The election's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+    ),
+    responses(
+        (status = 200, description = "Leading", body = GrantResponse),
+        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = ErrorBody),
+        (status = 409, description = "`lock_held` (busy and `wait_ms` is 0; `holders`, `queue_len`, `lock_delay`), `timeout` (no grant within `wait_ms`), or `not_waiting` (the queue entry was cancelled elsewhere)", body = ErrorBody),
+        BadRequest,
+        TooLarge,
+        KeyReused,
+        Internal,
+        Unavailable,
+        Indeterminate,
+        QueueFull,
+    ))]
 pub(crate) async fn campaign(
     State(state): State<AppState>,
     IdempotencyKey(key): IdempotencyKey,
@@ -24,8 +40,22 @@ pub(crate) async fn campaign(
 }
 
 /// The leader sets a new value.
-#[utoipa::path(post, path = "/v1/elections/{name}/proclaim", request_body = ProclaimRequest,
-    responses((status = 200, body = ProclaimResponse), (status = 409, description = "not_holder")))]
+#[utoipa::path(post, path = "/v1/elections/{name}/proclaim", operation_id = "elections_proclaim", request_body = ProclaimRequest,
+    params(
+        ("name" = String, Path, description = "The election's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+    ),
+    responses(
+        (status = 200, description = "Proclaimed", body = ProclaimResponse),
+        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = ErrorBody),
+        (status = 409, description = "`not_holder`: the lease does not lead (or the fence is not the leader's)", body = ErrorBody),
+        BadRequest,
+        TooLarge,
+        KeyReused,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn proclaim(
     State(state): State<AppState>,
     IdempotencyKey(key): IdempotencyKey,
@@ -49,8 +79,22 @@ pub(crate) async fn proclaim(
 }
 
 /// The leader steps down (the next candidate leads at once), or a candidate withdraws.
-#[utoipa::path(post, path = "/v1/elections/{name}/resign", request_body = ResignRequest,
-    responses((status = 200, body = ReleaseResponse), (status = 409, description = "not_holder")))]
+#[utoipa::path(post, path = "/v1/elections/{name}/resign", operation_id = "elections_resign", request_body = ResignRequest,
+    params(
+        ("name" = String, Path, description = "The election's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+    ),
+    responses(
+        (status = 200, description = "Resigned, or the candidacy withdrawn", body = ReleaseResponse),
+        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = ErrorBody),
+        (status = 409, description = "`not_holder`: the caller does not hold this grant (`fence`: the current one, or null), or `not_waiting`", body = ErrorBody),
+        BadRequest,
+        TooLarge,
+        KeyReused,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn resign(
     State(state): State<AppState>,
     IdempotencyKey(key): IdempotencyKey,
@@ -66,7 +110,18 @@ pub(crate) async fn resign(
 }
 
 /// The current leader, its value and fence.
-#[utoipa::path(get, path = "/v1/elections/{name}", responses((status = 200, body = ElectionResponse)))]
+#[utoipa::path(get, path = "/v1/elections/{name}", operation_id = "elections_get",
+    params(
+        ("name" = String, Path, description = "The election's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ReadParams,
+    ),
+    responses(
+        (status = 200, description = "The leader, if any", body = ElectionResponse),
+        BadRequest,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn get(
     State(state): State<AppState>,
     ApiPath(raw): ApiPath<String>,

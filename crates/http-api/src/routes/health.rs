@@ -9,7 +9,8 @@ use axum::response::{Html, IntoResponse, Response};
 use baton_wire::{HealthResponse, ReadyResponse};
 
 /// The process is up.
-#[utoipa::path(get, path = "/healthz", responses((status = 200, body = HealthResponse)))]
+#[utoipa::path(get, path = "/healthz", operation_id = "health_healthz",
+    responses((status = 200, description = "The process serves", body = HealthResponse)))]
 pub(crate) async fn healthz() -> Json<HealthResponse> {
     Json(HealthResponse {
         status: "ok".into(),
@@ -17,7 +18,10 @@ pub(crate) async fn healthz() -> Json<HealthResponse> {
 }
 
 /// A leader is known and this node has applied what it knows to be committed.
-#[utoipa::path(get, path = "/readyz", responses((status = 200, body = ReadyResponse), (status = 503, body = ReadyResponse)))]
+#[utoipa::path(get, path = "/readyz", operation_id = "health_readyz", responses(
+    (status = 200, description = "Ready", body = ReadyResponse),
+    (status = 503, description = "Not ready: no leader known, or behind the commit index", body = ReadyResponse),
+))]
 pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
     let status = state.node.status();
     let caught_up = status.applied_index >= status.committed_index;
@@ -36,7 +40,8 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
 }
 
 /// Prometheus text exposition.
-#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text")))]
+#[utoipa::path(get, path = "/metrics", operation_id = "health_metrics", responses((status = 200, description = "Prometheus text exposition",
+        content_type = "text/plain; version=0.0.4", body = String)))]
 pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
@@ -45,12 +50,20 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
-/// The OpenAPI document, generated from the handlers and wire types.
-pub(crate) async fn openapi() -> Json<utoipa::openapi::OpenApi> {
-    Json(crate::openapi::document())
+/// This document: generated from the handlers and wire types, with the limits this node
+/// enforces filled in.
+#[utoipa::path(get, path = "/v1/openapi.json", operation_id = "health_openapi",
+    responses((status = 200, description = "The OpenAPI 3.1 document", body = Object)))]
+pub(crate) async fn openapi(State(state): State<AppState>) -> Json<serde_json::Value> {
+    Json(crate::openapi::document(
+        state.limits(),
+        state.config.body_bytes_max,
+    ))
 }
 
 /// A plain page: which node this is, and where the API is.
+#[utoipa::path(get, path = "/", operation_id = "health_index",
+    responses((status = 200, description = "An HTML page", content_type = "text/html", body = String)))]
 pub(crate) async fn index(State(state): State<AppState>) -> Html<String> {
     let s = state.node.status();
     let leader = s

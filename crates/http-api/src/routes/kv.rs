@@ -4,6 +4,7 @@ use super::LIST_LIMIT_DEFAULT;
 use crate::convert;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody};
+use crate::openapi::*;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -14,8 +15,22 @@ use baton_state_machine::{
 use baton_wire::*;
 
 /// Writes a key; `prev_revision` makes it a compare-and-set on `mod_revision`.
-#[utoipa::path(put, path = "/v1/kv/{key}", request_body = PutRequest,
-    responses((status = 200, body = PutResponse), (status = 409, description = "cas_failed")))]
+#[utoipa::path(put, path = "/v1/kv/{key}", operation_id = "kv_put", request_body = PutRequest,
+    params(
+        ("key" = String, Path, description = "The key (may contain `/`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+    ),
+    responses(
+        (status = 200, description = "Written", body = PutResponse),
+        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = ErrorBody),
+        (status = 409, description = "`cas_failed`: `prev_revision` did not match (`current`: the key, or null)", body = ErrorBody),
+        BadRequest,
+        TooLarge,
+        KeyReused,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn put(
     State(state): State<AppState>,
     IdempotencyKey(idem): IdempotencyKey,
@@ -32,8 +47,22 @@ pub(crate) async fn put(
 }
 
 /// Creates `prefix` + a zero-padded, strictly increasing suffix.
-#[utoipa::path(post, path = "/v1/kv/{prefix}", request_body = SequentialRequest,
-    responses((status = 201, body = PutResponse)))]
+#[utoipa::path(post, path = "/v1/kv/{key}", operation_id = "kv_create_sequential", request_body = SequentialRequest,
+    params(
+        ("key" = String, Path, description = "The prefix of the new key, which is the prefix followed by a zero-padded revision (may contain `/`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+    ),
+    responses(
+        (status = 201, description = "Created", body = PutResponse),
+        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = ErrorBody),
+        (status = 409, description = "`cas_failed`: a key written by hand is in the way", body = ErrorBody),
+        BadRequest,
+        TooLarge,
+        KeyReused,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn create_sequential(
     State(state): State<AppState>,
     IdempotencyKey(idem): IdempotencyKey,
@@ -66,8 +95,19 @@ fn put_answer(applied: baton_state_machine::Applied) -> ApiResult<PutResponse> {
 }
 
 /// Reads a key.
-#[utoipa::path(get, path = "/v1/kv/{key}",
-    responses((status = 200, body = KeyResponse), (status = 404, description = "key_not_found")))]
+#[utoipa::path(get, path = "/v1/kv/{key}", operation_id = "kv_get",
+    params(
+        ("key" = String, Path, description = "The key (may contain `/`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ReadParams,
+    ),
+    responses(
+        (status = 200, description = "The key", body = KeyResponse),
+        (status = 404, description = "`key_not_found`: no such key", body = ErrorBody),
+        BadRequest,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn get(
     State(state): State<AppState>,
     ApiPath(raw): ApiPath<String>,
@@ -84,7 +124,15 @@ pub(crate) async fn get(
 }
 
 /// Keys under a prefix, in order.
-#[utoipa::path(get, path = "/v1/kv", responses((status = 200, body = RangeResponse)))]
+#[utoipa::path(get, path = "/v1/kv", operation_id = "kv_range",
+    params(RangeParams),
+    responses(
+        (status = 200, description = "Keys under the prefix", body = RangeResponse),
+        BadRequest,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn range(
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<RangeParams>,
@@ -103,9 +151,22 @@ pub(crate) async fn range(
 }
 
 /// Deletes a key (compare-and-set with `?prev_revision=`).
-#[utoipa::path(delete, path = "/v1/kv/{key}",
-    responses((status = 200, body = DeleteResponse), (status = 404, description = "key_not_found"),
-        (status = 409, description = "cas_failed")))]
+#[utoipa::path(delete, path = "/v1/kv/{key}", operation_id = "kv_delete",
+    params(
+        ("key" = String, Path, description = "The key (may contain `/`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        DeleteParams,
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+    ),
+    responses(
+        (status = 200, description = "Deleted", body = DeleteResponse),
+        (status = 404, description = "`key_not_found`: no such key", body = ErrorBody),
+        (status = 409, description = "`cas_failed`: `prev_revision` did not match", body = ErrorBody),
+        BadRequest,
+        KeyReused,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn delete(
     State(state): State<AppState>,
     IdempotencyKey(idem): IdempotencyKey,
@@ -120,7 +181,19 @@ pub(crate) async fn delete(
 }
 
 /// Deletes every key under a non-empty prefix, in one revision.
-#[utoipa::path(delete, path = "/v1/kv", responses((status = 200, body = DeleteResponse)))]
+#[utoipa::path(delete, path = "/v1/kv", operation_id = "kv_delete_prefix",
+    params(
+        DeletePrefixParams,
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+    ),
+    responses(
+        (status = 200, description = "Deleted", body = DeleteResponse),
+        BadRequest,
+        KeyReused,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn delete_prefix(
     State(state): State<AppState>,
     IdempotencyKey(idem): IdempotencyKey,

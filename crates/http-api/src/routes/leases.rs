@@ -3,6 +3,7 @@
 use crate::convert;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody};
+use crate::openapi::*;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -11,8 +12,19 @@ use baton_state_machine::{Command, LeaseGrant, LeaseId, LeaseRevoke, Response};
 use baton_wire::*;
 
 /// Grants a lease.
-#[utoipa::path(post, path = "/v1/leases", request_body = LeaseGrantRequest,
-    responses((status = 201, body = LeaseResponse), (status = 400, description = "ttl_ms out of range")))]
+#[utoipa::path(post, path = "/v1/leases", operation_id = "leases_grant", request_body = LeaseGrantRequest,
+    params(
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+    ),
+    responses(
+        (status = 201, description = "The lease", body = LeaseResponse),
+        BadRequest,
+        TooLarge,
+        KeyReused,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn grant(
     State(state): State<AppState>,
     IdempotencyKey(key): IdempotencyKey,
@@ -40,8 +52,16 @@ pub(crate) async fn grant(
 }
 
 /// Keeps a lease alive; the answer's TTL counts from when the request was sent.
-#[utoipa::path(post, path = "/v1/leases/{id}/keepalive",
-    responses((status = 200, body = KeepaliveResponse), (status = 404, description = "lease_not_found")))]
+#[utoipa::path(post, path = "/v1/leases/{id}/keepalive", operation_id = "leases_keepalive",
+    params(("id" = u64, Path, description = "The lease id")),
+    responses(
+        (status = 200, description = "Kept alive", body = KeepaliveResponse),
+        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = ErrorBody),
+        BadRequest,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn keepalive(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<u64>,
@@ -56,8 +76,19 @@ pub(crate) async fn keepalive(
 }
 
 /// A lease, its remaining TTL on the leader's clock, and what it owns.
-#[utoipa::path(get, path = "/v1/leases/{id}",
-    responses((status = 200, body = LeaseInfoResponse), (status = 404, description = "lease_not_found")))]
+#[utoipa::path(get, path = "/v1/leases/{id}", operation_id = "leases_get",
+    params(
+        ("id" = u64, Path, description = "The lease id"),
+        ReadParams,
+    ),
+    responses(
+        (status = 200, description = "The lease", body = LeaseInfoResponse),
+        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = ErrorBody),
+        BadRequest,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn get(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<u64>,
@@ -94,7 +125,15 @@ pub(crate) async fn get(
 }
 
 /// Every live lease.
-#[utoipa::path(get, path = "/v1/leases", responses((status = 200, body = LeaseListResponse)))]
+#[utoipa::path(get, path = "/v1/leases", operation_id = "leases_list",
+    params(ReadParams),
+    responses(
+        (status = 200, description = "Live leases", body = LeaseListResponse),
+        BadRequest,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<ReadParams>,
@@ -115,8 +154,20 @@ pub(crate) async fn list(
 }
 
 /// Revokes a lease: everything it owns goes in the same revision.
-#[utoipa::path(delete, path = "/v1/leases/{id}",
-    responses((status = 200, body = RevokeResponse), (status = 404, description = "lease_not_found")))]
+#[utoipa::path(delete, path = "/v1/leases/{id}", operation_id = "leases_revoke",
+    params(
+        ("id" = u64, Path, description = "The lease id"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+    ),
+    responses(
+        (status = 200, description = "Revoked", body = RevokeResponse),
+        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = ErrorBody),
+        BadRequest,
+        KeyReused,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn revoke(
     State(state): State<AppState>,
     IdempotencyKey(key): IdempotencyKey,

@@ -6,6 +6,7 @@ use super::shared;
 use crate::convert;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody, require_admin};
+use crate::openapi::*;
 use crate::queue;
 use crate::state::AppState;
 use axum::Json;
@@ -16,9 +17,23 @@ use baton_wire::*;
 
 /// Acquires a lock; with `wait_ms > 0` the request is held open until the grant or the
 /// deadline.
-#[utoipa::path(post, path = "/v1/locks/{name}/acquire", request_body = AcquireRequest,
-    responses((status = 200, body = GrantResponse), (status = 409, description = "lock_held or timeout"),
-        (status = 404, description = "lease_not_found")))]
+#[utoipa::path(post, path = "/v1/locks/{name}/acquire", operation_id = "locks_acquire", request_body = AcquireRequest,
+    params(
+        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+    ),
+    responses(
+        (status = 200, description = "Granted", body = GrantResponse),
+        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = ErrorBody),
+        (status = 409, description = "`lock_held` (busy and `wait_ms` is 0; `holders`, `queue_len`, `lock_delay`), `timeout` (no grant within `wait_ms`), or `not_waiting` (the queue entry was cancelled elsewhere)", body = ErrorBody),
+        BadRequest,
+        TooLarge,
+        KeyReused,
+        Internal,
+        Unavailable,
+        Indeterminate,
+        QueueFull,
+    ))]
 pub(crate) async fn acquire(
     State(state): State<AppState>,
     IdempotencyKey(key): IdempotencyKey,
@@ -29,8 +44,22 @@ pub(crate) async fn acquire(
 }
 
 /// Releases a lock (one re-entrant count), or cancels a queued acquire.
-#[utoipa::path(post, path = "/v1/locks/{name}/release", request_body = ReleaseRequest,
-    responses((status = 200, body = ReleaseResponse), (status = 409, description = "not_holder")))]
+#[utoipa::path(post, path = "/v1/locks/{name}/release", operation_id = "locks_release", request_body = ReleaseRequest,
+    params(
+        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+    ),
+    responses(
+        (status = 200, description = "Released, or the queued acquire cancelled", body = ReleaseResponse),
+        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = ErrorBody),
+        (status = 409, description = "`not_holder`: the caller does not hold this grant (`fence`: the current one, or null), or `not_waiting`", body = ErrorBody),
+        BadRequest,
+        TooLarge,
+        KeyReused,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn release(
     State(state): State<AppState>,
     IdempotencyKey(key): IdempotencyKey,
@@ -42,8 +71,18 @@ pub(crate) async fn release(
 }
 
 /// Whether a fence is the current grant (linearizable).
-#[utoipa::path(post, path = "/v1/locks/{name}/check", request_body = CheckRequest,
-    responses((status = 200, body = CheckResponse)))]
+#[utoipa::path(post, path = "/v1/locks/{name}/check", operation_id = "locks_check", request_body = CheckRequest,
+    params(
+        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+    ),
+    responses(
+        (status = 200, description = "Whether the fence is current", body = CheckResponse),
+        BadRequest,
+        TooLarge,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn check(
     State(state): State<AppState>,
     ApiPath(raw): ApiPath<String>,
@@ -63,7 +102,18 @@ pub(crate) async fn check(
 }
 
 /// A lock's holders and queue (empty if it is free).
-#[utoipa::path(get, path = "/v1/locks/{name}", responses((status = 200, body = LockStateResponse)))]
+#[utoipa::path(get, path = "/v1/locks/{name}", operation_id = "locks_get",
+    params(
+        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ReadParams,
+    ),
+    responses(
+        (status = 200, description = "The lock", body = LockStateResponse),
+        BadRequest,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn get(
     State(state): State<AppState>,
     ApiPath(raw): ApiPath<String>,
@@ -74,7 +124,15 @@ pub(crate) async fn get(
 }
 
 /// Locks in use, by name prefix.
-#[utoipa::path(get, path = "/v1/locks", responses((status = 200, body = LockListResponse)))]
+#[utoipa::path(get, path = "/v1/locks", operation_id = "locks_list",
+    params(LockListParams),
+    responses(
+        (status = 200, description = "Locks in use", body = LockListResponse),
+        BadRequest,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<LockListParams>,
@@ -97,8 +155,21 @@ pub(crate) async fn list(
 }
 
 /// Admin force-release: every holder goes; needs the admin token when one is configured.
-#[utoipa::path(delete, path = "/v1/locks/{name}",
-    responses((status = 200, body = ForceReleaseResponse), (status = 404, description = "lock_not_found")))]
+#[utoipa::path(delete, path = "/v1/locks/{name}", operation_id = "locks_force_release",
+    params(
+        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+    ),
+    responses(
+        (status = 200, description = "Every holder released", body = ForceReleaseResponse),
+        (status = 404, description = "`lock_not_found`: the lock has no holder or waiter", body = ErrorBody),
+        AdminRefused,
+        BadRequest,
+        KeyReused,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn force_release(
     State(state): State<AppState>,
     headers: HeaderMap,

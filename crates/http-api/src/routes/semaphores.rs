@@ -3,6 +3,7 @@
 use super::shared;
 use crate::error::ApiResult;
 use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody};
+use crate::openapi::*;
 use crate::queue;
 use crate::state::AppState;
 use axum::Json;
@@ -11,8 +12,23 @@ use baton_state_machine::{Command, ResourceId};
 use baton_wire::*;
 
 /// Acquires permits of a semaphore of `limit` permits.
-#[utoipa::path(post, path = "/v1/semaphores/{name}/acquire", request_body = SemaphoreAcquireRequest,
-    responses((status = 200, body = GrantResponse), (status = 409, description = "lock_held, timeout or limit_mismatch")))]
+#[utoipa::path(post, path = "/v1/semaphores/{name}/acquire", operation_id = "semaphores_acquire", request_body = SemaphoreAcquireRequest,
+    params(
+        ("name" = String, Path, description = "The semaphore's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+    ),
+    responses(
+        (status = 200, description = "Granted", body = GrantResponse),
+        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = ErrorBody),
+        (status = 409, description = "`lock_held`, `timeout`, `not_waiting` (as for locks), or `limit_mismatch` (the semaphore is in use with another `limit`)", body = ErrorBody),
+        BadRequest,
+        TooLarge,
+        KeyReused,
+        Internal,
+        Unavailable,
+        Indeterminate,
+        QueueFull,
+    ))]
 pub(crate) async fn acquire(
     State(state): State<AppState>,
     IdempotencyKey(key): IdempotencyKey,
@@ -23,8 +39,22 @@ pub(crate) async fn acquire(
 }
 
 /// Releases a semaphore hold, or cancels a queued acquire.
-#[utoipa::path(post, path = "/v1/semaphores/{name}/release", request_body = ReleaseRequest,
-    responses((status = 200, body = ReleaseResponse), (status = 409, description = "not_holder")))]
+#[utoipa::path(post, path = "/v1/semaphores/{name}/release", operation_id = "semaphores_release", request_body = ReleaseRequest,
+    params(
+        ("name" = String, Path, description = "The semaphore's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+    ),
+    responses(
+        (status = 200, description = "Released, or the queued acquire cancelled", body = ReleaseResponse),
+        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = ErrorBody),
+        (status = 409, description = "`not_holder`: the caller does not hold this grant (`fence`: the current one, or null), or `not_waiting`", body = ErrorBody),
+        BadRequest,
+        TooLarge,
+        KeyReused,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn release(
     State(state): State<AppState>,
     IdempotencyKey(key): IdempotencyKey,
@@ -36,7 +66,18 @@ pub(crate) async fn release(
 }
 
 /// A semaphore's holders, queue and limit.
-#[utoipa::path(get, path = "/v1/semaphores/{name}", responses((status = 200, body = LockStateResponse)))]
+#[utoipa::path(get, path = "/v1/semaphores/{name}", operation_id = "semaphores_get",
+    params(
+        ("name" = String, Path, description = "The semaphore's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ReadParams,
+    ),
+    responses(
+        (status = 200, description = "The semaphore", body = LockStateResponse),
+        BadRequest,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn get(
     State(state): State<AppState>,
     ApiPath(raw): ApiPath<String>,

@@ -4,6 +4,7 @@
 use crate::convert;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{IdempotencyKey, JsonBody};
+use crate::openapi::*;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -16,7 +17,20 @@ use baton_wire::{self as wire, TxnRequest, TxnResponse};
 const RANGE_LIMIT_DEFAULT: usize = 100;
 
 /// Runs a transaction.
-#[utoipa::path(post, path = "/v1/txn", request_body = TxnRequest, responses((status = 200, body = TxnResponse)))]
+#[utoipa::path(post, path = "/v1/txn", operation_id = "txn_txn", request_body = TxnRequest,
+    params(
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+    ),
+    responses(
+        (status = 200, description = "The branch that ran and its results", body = TxnResponse),
+        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = wire::ErrorBody),
+        BadRequest,
+        TooLarge,
+        KeyReused,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
 pub(crate) async fn txn(
     State(state): State<AppState>,
     IdempotencyKey(idem): IdempotencyKey,

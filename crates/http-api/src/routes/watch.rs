@@ -6,6 +6,7 @@
 use crate::convert;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiQuery;
+use crate::openapi::*;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -59,8 +60,17 @@ fn filter(state: &AppState, p: &WatchParams) -> ApiResult<EventFilter> {
 }
 
 /// Streams events matching the filter.
-#[utoipa::path(get, path = "/v1/watch",
-    responses((status = 200, description = "text/event-stream"), (status = 410, description = "compacted")))]
+#[utoipa::path(get, path = "/v1/watch", operation_id = "watch_watch",
+    params(
+        WatchParams,
+        ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this revision (the `id:` of the last event seen)", nullable = false),
+    ),
+    responses(
+        (status = 200, description = "Server-Sent Events: `id:` is the revision, `event:` the type, `data:` one JSON event; `progress` events carry the revision delivered so far; an `error` event (an `ErrorBody`) ends a stream that fell behind the window", content_type = "text/event-stream", body = String),
+        (status = 410, description = "`compacted`: the start is older than the event window (`oldest_revision`)", body = ErrorBody),
+        BadRequest,
+        Internal,
+    ))]
 pub(crate) async fn watch(
     State(state): State<AppState>,
     headers: HeaderMap,

@@ -1,10 +1,13 @@
 //! Inbound peer routes on the peer port: `/raft/{append,vote,snapshot}` for openraft and
-//! `/baton/{propose,read_index,keepalive,lease_remaining}` for requests a follower forwards
-//! to the leader. Every body is bincode; every reply is a bincode `Result`.
+//! `/baton/{propose,read_index,keepalive,lease_remaining,membership}` for requests a
+//! follower forwards to the leader (a forwarded proposal is validated as one from the API),
+//! and `/baton/identity` for the membership probe. Every body is bincode; every reply is a
+//! bincode `Result`.
 
 use super::{PEER_BODY_BYTES_MAX, SECRET_HEADER};
 use crate::codec;
 use crate::error::NodeError;
+use crate::membership::{self, CHANGE_PATH, IDENTITY_PATH, Identity, MemberChange};
 use crate::node::Node;
 use crate::types::{NodeAddr, NodeId};
 use axum::Router;
@@ -29,6 +32,10 @@ pub enum PeerFailure {
     Indeterminate(String),
     /// No quorum answered.
     Unavailable(String),
+    /// A membership change was refused.
+    Membership(String),
+    /// The request breaks a rule (a limit, a command only the leader's clock may issue).
+    Invalid(String),
     /// Refused for another reason.
     Other(String),
 }
@@ -40,6 +47,8 @@ impl From<NodeError> for PeerFailure {
             NodeError::NoLeader => PeerFailure::NoLeader,
             NodeError::Indeterminate(m) => PeerFailure::Indeterminate(m),
             NodeError::Unavailable(m) => PeerFailure::Unavailable(m),
+            NodeError::Membership(m) => PeerFailure::Membership(m),
+            NodeError::Invalid(e) => PeerFailure::Invalid(e.to_string()),
             other => PeerFailure::Other(other.to_string()),
         }
     }
@@ -52,6 +61,13 @@ impl From<PeerFailure> for NodeError {
             PeerFailure::NoLeader => NodeError::NoLeader,
             PeerFailure::Indeterminate(m) => NodeError::Indeterminate(m),
             PeerFailure::Unavailable(m) => NodeError::Unavailable(m),
+            PeerFailure::Membership(m) => NodeError::Membership(m),
+            PeerFailure::Invalid(reason) => {
+                NodeError::Invalid(baton_state_machine::Error::Invalid {
+                    field: "request",
+                    reason,
+                })
+            }
             PeerFailure::Other(m) => NodeError::Indeterminate(m),
         }
     }
@@ -68,6 +84,8 @@ pub fn router(node: Node) -> Router {
         .route("/baton/read_index", post(read_index))
         .route("/baton/keepalive", post(keepalive))
         .route("/baton/lease_remaining", post(lease_remaining))
+        .route(IDENTITY_PATH, post(identity))
+        .route(CHANGE_PATH, post(membership))
         .layer(DefaultBodyLimit::max(PEER_BODY_BYTES_MAX))
         .layer(middleware::from_fn_with_state(secret, check_secret))
         .with_state(node)
@@ -133,7 +151,20 @@ async fn snapshot(State(node): State<Node>, body: Bytes) -> Response {
 
 async fn propose(State(node): State<Node>, body: Bytes) -> Response {
     serve(body, |p: Proposal| async move {
-        node.propose_here(p).await.map_err(PeerFailure::from)
+        node.propose_forwarded(p).await.map_err(PeerFailure::from)
+    })
+    .await
+}
+
+async fn identity(State(node): State<Node>, body: Bytes) -> Response {
+    serve(body, |(): ()| async move { Identity { id: node.id() } }).await
+}
+
+async fn membership(State(node): State<Node>, body: Bytes) -> Response {
+    serve(body, |change: MemberChange| async move {
+        membership::change_here(&node, change)
+            .await
+            .map_err(PeerFailure::from)
     })
     .await
 }

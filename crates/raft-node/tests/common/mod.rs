@@ -165,10 +165,12 @@ impl Cluster {
     }
 }
 
+/// A node's addresses: its peer address, and an API address of its own (nothing serves
+/// the API in these tests, but membership changes check that it is a real, unused one).
 pub fn addr(peer: &str) -> NodeAddr {
     NodeAddr {
         peer: peer.to_string(),
-        api: format!("api-of-{peer}"),
+        api: format!("127.0.0.1:{}", free_port()),
     }
 }
 
@@ -190,4 +192,13 @@ pub async fn grant_lease(node: &Node, ttl_ms: u64) -> LeaseId {
         Response::LeaseGranted { lease, .. } => lease,
         other => panic!("grant refused: {other:?}"),
     }
+}
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }

@@ -52,6 +52,21 @@ impl Proposal {
         }
         self.command.validate(limits)
     }
+
+    /// [`Proposal::validate`], and refuses the commands only the leader's own clock may
+    /// issue: everything a client or a peer sends goes through this.
+    pub fn validate_from_outside(&self, limits: &Limits) -> Result<(), Error> {
+        if self.command.from_leader_clock() {
+            return Err(Error::invalid(
+                "command",
+                format!(
+                    "{} is issued only by the leader's own clock",
+                    self.command.kind()
+                ),
+            ));
+        }
+        self.validate(limits)
+    }
 }
 
 /// Every mutation of the state machine.
@@ -177,6 +192,15 @@ impl Command {
         }
     }
 
+    /// Whether only the leader's lease clock may propose this command (lease expiry, TTL
+    /// checkpoint, end of a lock-delay): never accepted from a client or a peer.
+    pub fn from_leader_clock(&self) -> bool {
+        matches!(
+            self,
+            Command::LeaseExpire(_) | Command::LeaseCheckpoint(_) | Command::LockDelayElapsed(_)
+        )
+    }
+
     /// The lease the command acts for, if any: it owns the command's idempotency outcome.
     pub fn lease(&self) -> Option<LeaseId> {
         match self {
@@ -195,30 +219,58 @@ impl Command {
         }
     }
 
-    /// What the command is and what it targets, to refuse an idempotency key reused for a
-    /// different command.
+    /// The key under which an `Idempotency-Key` is remembered: scoped to the lease the
+    /// command acts for (`lease/key`), or to no lease (`-/key`) for the commands that name
+    /// none (lease grants, plain key writes).
+    pub(crate) fn scoped_idempotency_key(&self, key: &str) -> String {
+        match self.lease() {
+            Some(lease) => format!("{lease}/{key}"),
+            None => format!("-/{key}"),
+        }
+    }
+
+    /// The whole command, hashed (SHA-256 of its bincode form, 128 bits kept, after its
+    /// kind): the same key with any other request is refused, never answered with another
+    /// request's outcome. Deterministic on every node and build.
     pub(crate) fn fingerprint(&self) -> String {
-        let target = match self {
-            Command::LeaseGrant(c) => c.ttl_ms.to_string(),
-            Command::LeaseRevoke(c) => c.lease.to_string(),
-            Command::LeaseExpire(c) => c.lease.to_string(),
-            Command::LeaseCheckpoint(_) | Command::Txn(_) => String::new(),
-            Command::Put(c) => c.key.clone(),
-            Command::PutSequential(c) => c.prefix.clone(),
-            Command::Delete(c) => c.key.clone(),
-            Command::DeletePrefix(c) => c.prefix.clone(),
-            Command::LockAcquire(c) => c.name.clone(),
-            Command::LockRelease(c) => c.name.clone(),
-            Command::SemaphoreAcquire(c) => c.name.clone(),
-            Command::SemaphoreRelease(c) => c.name.clone(),
-            Command::Campaign(c) => c.name.clone(),
-            Command::Proclaim(c) => c.name.clone(),
-            Command::Resign(c) => c.name.clone(),
-            Command::Cancel(c) => c.resource.name.clone(),
-            Command::AcquireTimeout(c) => c.resource.name.clone(),
-            Command::ForceRelease(c) => c.resource.name.clone(),
-            Command::LockDelayElapsed(c) => c.resource.name.clone(),
-        };
-        format!("{} {target}", self.kind())
+        use sha2::{Digest, Sha256};
+        use std::fmt::Write;
+        let bytes = bincode::serialize(self).unwrap_or_default();
+        let digest = Sha256::digest(&bytes);
+        let mut print = String::with_capacity(self.kind().len() + 33);
+        print.push_str(self.kind());
+        print.push(' ');
+        for byte in &digest[..16] {
+            let _ = write!(print, "{byte:02x}");
+        }
+        print
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::*;
+
+    #[test]
+    fn commands_of_the_leaders_clock_are_refused_from_outside_and_others_pass() {
+        let limits = Limits::default();
+        let lease = LeaseId(1);
+        let clock_only = [
+            Command::LeaseExpire(LeaseExpire { lease }),
+            Command::LeaseCheckpoint(LeaseCheckpoint {
+                remaining_ms: vec![(lease, 5)],
+            }),
+            Command::LockDelayElapsed(LockDelayElapsed {
+                resource: ResourceId::lock("L"),
+                since: Revision(1),
+            }),
+        ];
+        for command in clock_only {
+            let proposal = Proposal::from(command);
+            assert!(proposal.validate(&limits).is_ok());
+            assert!(proposal.validate_from_outside(&limits).is_err());
+        }
+        let revoke = Proposal::from(Command::LeaseRevoke(LeaseRevoke { lease }));
+        assert!(revoke.validate_from_outside(&limits).is_ok());
     }
 }
