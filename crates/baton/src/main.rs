@@ -57,6 +57,9 @@ enum Command {
         after_help = "Examples:\n  baton cluster status\n  baton cluster add 4 10.0.0.4:7071 10.0.0.4:7070\n  baton cluster remove 4"
     )]
     Cluster(cmd::cluster::ClusterCommand),
+    /// Internal: the process between `baton lock` and its command.
+    #[command(hide = true)]
+    Supervise(cmd::supervise::SuperviseArgs),
 }
 
 #[allow(clippy::print_stderr)]
@@ -72,6 +75,7 @@ fn main() {
         Command::Elect(a) => cmd::elect::run(&global, a),
         Command::Locks(c) => cmd::locks::run(&global, c),
         Command::Cluster(c) => cmd::cluster::run(&global, c),
+        Command::Supervise(a) => cmd::supervise::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

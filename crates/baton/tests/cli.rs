@@ -216,3 +216,177 @@ fn serve_refuses_a_test_hook_variable_it_cannot_honour() {
         "{stderr}"
     );
 }
+
+/// Waits (at most 10 s) until `file` exists and holds `text`.
+async fn wait_for_text(file: &std::path::Path, text: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(file).is_ok_and(|t| t.contains(text)) {
+        assert!(
+            Instant::now() < deadline,
+            "{} never said {text}",
+            file.display()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits (at most 10 s) until lock `name` has no holder.
+async fn wait_free(c: &Cluster, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, state) = c.get(1, &format!("/v1/locks/{name}")).await.unwrap();
+        if state["holders"].as_array().is_some_and(|h| h.is_empty()) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "still held: {state}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn signal(pid: u32, name: &str) {
+    assert!(
+        Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(pid.to_string())
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+/// The last line of a file of millisecond timestamps, and its length now.
+fn last_beat(file: &std::path::Path) -> (u128, usize) {
+    let text = std::fs::read_to_string(file).unwrap();
+    let last = text
+        .lines()
+        .last()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(0);
+    (last, text.len())
+}
+
+const BEATING: &str = "while true; do date +%s%3N >> \"$BEATS\"; sleep 0.05; done";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_and_sigterm_are_forwarded_and_baton_exits_with_the_commands_status() {
+    let c = Cluster::single().await;
+    for (i, name) in ["INT", "TERM", "HUP"].iter().enumerate() {
+        let log = c.data_dir().join(format!("signal-{name}.log"));
+        let script = format!(
+            "trap 'echo got-{name} >> {log}; exit 5' {name}; echo started >> {log}; \
+             while true; do sleep 0.05; done",
+            log = log.display()
+        );
+        let mut cli = baton(&endpoints(&c))
+            .args([
+                "lock",
+                "--ttl-ms",
+                "5000",
+                &format!("sig-{i}"),
+                "--",
+                "sh",
+                "-c",
+            ])
+            .arg(script)
+            .spawn()
+            .unwrap();
+        wait_for_text(&log, "started").await;
+        signal(cli.id(), name);
+        let status = tokio::task::spawn_blocking(move || cli.wait().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(
+            status.code(),
+            Some(5),
+            "SIG{name}: the command's own status"
+        );
+        assert!(
+            std::fs::read_to_string(&log)
+                .unwrap()
+                .contains(&format!("got-{name}")),
+            "SIG{name} reached the command"
+        );
+        // Released and revoked at once, not at the lease's expiry.
+        let (_, state) = c.get(1, &format!("/v1/locks/sig-{i}")).await.unwrap();
+        assert!(state["holders"].as_array().unwrap().is_empty(), "{state}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_never_outlives_a_killed_baton_lock_by_more_than_the_ttl() {
+    let c = Cluster::single().await;
+    let beats = c.data_dir().join("orphan-beats");
+    let ttl_ms = 3_000u128;
+    let mut cli = baton(&endpoints(&c))
+        .args([
+            "lock", "--ttl-ms", "3000", "orphan", "--", "sh", "-c", BEATING,
+        ])
+        .env("BEATS", &beats)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !beats.exists() {
+        assert!(Instant::now() < deadline, "the command started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let killed_at = now_ms();
+    signal(cli.id(), "KILL");
+    let _ = cli.wait();
+    // The command stops (its supervisor saw baton die); wait until the beats stop.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = last_beat(&beats).1;
+    loop {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (_, len) = last_beat(&beats);
+        if len == seen {
+            break;
+        }
+        seen = len;
+        assert!(Instant::now() < deadline, "the command kept running");
+    }
+    let (last, _) = last_beat(&beats);
+    assert!(
+        last < killed_at + ttl_ms,
+        "the command beat {} ms after baton was killed",
+        last.saturating_sub(killed_at)
+    );
+    // Nobody released: the lease expires and the lock is free again.
+    wait_free(&c, "orphan").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admins_force_release_stops_the_command() {
+    let c = Cluster::single().await;
+    let beats = c.data_dir().join("forced-beats");
+    let cli = baton(&endpoints(&c))
+        .args([
+            "lock", "--ttl-ms", "10000", "forced", "--", "sh", "-c", BEATING,
+        ])
+        .env("BEATS", &beats)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !beats.exists() {
+        assert!(Instant::now() < deadline, "the command started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, body) = c.delete(1, "/v1/locks/forced").await;
+    assert_eq!(status, 200, "{body}");
+    let forced_at = now_ms();
+    let output = tokio::task::spawn_blocking(move || cli.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("ended on the server"), "{stderr}");
+    // Stopped well before the lease's TTL (10 s) could have freed anything.
+    let (last, len) = last_beat(&beats);
+    assert!(
+        last < forced_at + 5_000,
+        "beat {} ms after the release",
+        last.saturating_sub(forced_at)
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(last_beat(&beats).1, len, "the command stopped");
+}

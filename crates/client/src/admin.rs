@@ -35,6 +35,12 @@ impl Client {
         self.get_json(&format!("/v1/locks/{}", segment(name))).await
     }
 
+    /// A semaphore's holders, queue and limit (linearizable).
+    pub async fn semaphore_state(&self, name: &str) -> Result<LockStateResponse> {
+        self.get_json(&format!("/v1/semaphores/{}", segment(name)))
+            .await
+    }
+
     /// Admin: releases every holder of a lock.
     pub async fn force_release(&self, name: &str) -> Result<ForceReleaseResponse> {
         self.delete_path(&format!("/v1/locks/{}", segment(name)))

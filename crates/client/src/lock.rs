@@ -5,9 +5,12 @@
 use crate::client::{Call, segment};
 use crate::error::{Error, Result};
 use crate::lease::Lease;
+use crate::watch::WatchFilter;
 use baton_wire::{
-    AcquireRequest, GrantResponse, Mode, ReleaseRequest, ReleaseResponse, SemaphoreAcquireRequest,
+    AcquireRequest, Event, GrantResponse, Mode, ReleaseRequest, ReleaseResponse,
+    SemaphoreAcquireRequest, WatchEvent,
 };
+use futures_util::StreamExt;
 use serde::Serialize;
 use std::time::Duration;
 
@@ -111,9 +114,10 @@ impl Lease {
         body: &impl Serialize,
         wait: Duration,
     ) -> Result<LockGuard> {
-        // A connection lost mid-wait makes the server cancel the queue entry; the retried
-        // request then replays that entry and ends `not_waiting`. Queue again (at the end)
-        // with a fresh request rather than failing.
+        // A connection lost mid-wait: the retry (same Idempotency-Key) takes the place up
+        // again on the node that served it (the server keeps it a grace period). Sent to
+        // another node, it may end `not_waiting` once that grace is over: queue again (at
+        // the end) with a fresh request rather than failing.
         let mut attempts = 0;
         let grant: GrantResponse = loop {
             attempts += 1;
@@ -159,12 +163,64 @@ impl LockGuard {
         &self.lease
     }
 
-    /// Resolves when the hold can no longer be counted on (the lease is lost).
+    /// Resolves when the hold can no longer be counted on: the lease is lost (its
+    /// keepalives are not acknowledged in time), or the grant ended on the server in any
+    /// way (an admin's force-release, the lease revoked or expired, a release through
+    /// another handle). It follows the resource's events, pushed by the server (no polling).
     pub async fn lost(&self) {
-        self.lease.lost().await
+        tokio::select! {
+            () = self.lease.lost() => {}
+            () = self.grant_ended() => {}
+        }
     }
 
-    /// Releases this grant (and only this one: the request names the fence).
+    /// Resolves when the server reports the end of this grant. If the event window no
+    /// longer reaches back to the grant, the current state decides.
+    async fn grant_ended(&self) {
+        let filter = if self.path.starts_with("/v1/semaphores/") {
+            WatchFilter::Semaphore(self.name.clone())
+        } else {
+            WatchFilter::Lock(self.name.clone())
+        };
+        let client = self.lease.client();
+        let mut from = self.fence + 1;
+        loop {
+            let mut events = client.watch(filter.clone(), Some(from));
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(WatchEvent {
+                        event: Event::Released(_, ended),
+                        ..
+                    }) if ended.lease_id == self.lease.id() && ended.fence == self.fence => {
+                        return;
+                    }
+                    Ok(_) => {}
+                    Err(Error::Compacted { .. }) => break,
+                    Err(e) => tracing::debug!(error = %e, "watch of a held grant"),
+                }
+            }
+            // Compacted (or the stream ended): does the grant still exist?
+            let state = if self.path.starts_with("/v1/semaphores/") {
+                client.semaphore_state(&self.name).await
+            } else {
+                client.lock_state(&self.name).await
+            };
+            match state {
+                Ok(state) if !state.holders.iter().any(|h| h.fence == self.fence) => return,
+                Ok(state) => from = state.revision + 1,
+                Err(e) => {
+                    tracing::debug!(error = %e, "state of a held grant");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+    }
+
+    /// Releases this grant (and only this one: the request names the fence). If the hold
+    /// was already gone, this says so, never a silent `Ok`: `Error::NotHolder` (the grant
+    /// ended: force-released, or released through another handle) or
+    /// `Error::LeaseNotFound` (the lease expired or was revoked). Either means the critical
+    /// section may have run unprotected for a while.
     pub async fn release(mut self) -> Result<()> {
         self.released = true;
         release(&self.lease, &self.path, &self.owner, self.fence).await
@@ -177,14 +233,11 @@ async fn release(lease: &Lease, path: &str, owner: &str, fence: u64) -> Result<(
         owner: owner.to_owned(),
         fence: Some(fence),
     };
-    match lease
+    lease
         .client()
         .post::<_, ReleaseResponse>(&format!("{path}/release"), &body, Call::WRITE)
         .await
-    {
-        Ok(_) | Err(Error::NotHolder { .. }) | Err(Error::LeaseNotFound) => Ok(()),
-        Err(e) => Err(e),
-    }
+        .map(drop)
 }
 
 impl Drop for LockGuard {

@@ -478,7 +478,8 @@ fn bound_unsigned(node: &mut Value) {
                 Some(Value::Array(ts)) => ts.iter().any(|t| t == "integer"),
                 _ => false,
             };
-            if integer && map.get("minimum") == Some(&json!(0)) && !map.contains_key("maximum") {
+            let unsigned = map.get("minimum").and_then(Value::as_u64).is_some();
+            if integer && unsigned && !map.contains_key("maximum") {
                 let max = match map.get("format").and_then(Value::as_str) {
                     Some("int32" | "uint32") => json!(u32::MAX),
                     _ => {

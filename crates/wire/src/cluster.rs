@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AddMemberRequest {
-    /// The new member's id.
+    /// The new member's id (positive; not the id of a member).
+    #[cfg_attr(feature = "openapi", schema(minimum = 1))]
     pub id: u64,
     /// Its peer address, `host:port`: an IP or a name that resolves, and a port 1..=65535
     /// (the document's pattern states the IPv4 form; a resolvable name is accepted too).

@@ -7,6 +7,7 @@ pub mod kv;
 pub mod lease;
 pub mod locks;
 pub mod run_locked;
+pub mod supervise;
 pub mod watch;
 
 use baton_client::Client;

@@ -1,11 +1,17 @@
 //! `baton lock NAME -- CMD…`: runs CMD while holding the lock.
 //!
-//! CMD runs in its own process group with `BATON_FENCE`, `BATON_LOCK` and `BATON_LEASE` in
-//! its environment, while the lease is kept alive in the background. If the lease's
-//! safe-until deadline (send time of the last acknowledged keepalive + TTL − margin)
-//! approaches, the group gets SIGTERM, and SIGKILL at the deadline, *before* the server
-//! could expire the lease; baton then exits 3. Otherwise baton exits with CMD's code and
-//! releases the lock.
+//! CMD runs in its own process group, under `baton supervise` (which stops the group if
+//! this process dies, even by SIGKILL), with `BATON_FENCE`, `BATON_LOCK` and `BATON_LEASE`
+//! in its environment, while the lease is kept alive in the background.
+//! - SIGINT, SIGTERM and SIGHUP to baton are forwarded to CMD's group; baton waits for it
+//!   (SIGKILL after `--kill-after-ms`, and always before the lease's safe-until), then
+//!   releases and revokes, and exits with CMD's status.
+//! - If the lease's safe-until deadline (send time of the last acknowledged keepalive +
+//!   TTL − margin) approaches, the group gets SIGTERM, and SIGKILL at the deadline,
+//!   *before* the server could expire the lease; baton then exits 3.
+//! - If the hold ends on the server in any other way (an admin's force-release, the lease
+//!   revoked), the group gets SIGTERM and SIGKILL after a short grace; baton exits 3.
+//! - Otherwise baton exits with CMD's code and releases the lock.
 
 use super::Global;
 use anyhow::Context;
@@ -16,8 +22,9 @@ use nix::unistd::Pid;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Exit code when CMD was stopped because the lease could no longer be counted on.
-pub const EXIT_LEASE_LOST: i32 = 3;
+/// Exit code when CMD was stopped because the hold could no longer be counted on (the
+/// lease in doubt, the grant ended on the server, or `baton lock` itself died).
+pub const EXIT_LOCK_LOST: i32 = 3;
 
 /// Options of `baton lock`.
 #[derive(Args, Debug)]
@@ -39,6 +46,10 @@ pub struct LockArgs {
     /// Owner string within the lease (default: hostname-pid).
     #[arg(long)]
     pub owner: Option<String>,
+    /// After forwarding SIGINT, SIGTERM or SIGHUP, how long CMD has to exit before SIGKILL
+    /// (never past the lease's safe-until).
+    #[arg(long, default_value_t = 10_000)]
+    pub kill_after_ms: u64,
     /// The command and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -49,8 +60,22 @@ pub fn run(global: &Global, args: LockArgs) -> anyhow::Result<i32> {
     super::runtime()?.block_on(run_async(global, args))
 }
 
+/// Why CMD's run ended.
+enum End {
+    /// CMD exited by itself.
+    Exited(std::process::ExitStatus),
+    /// baton got this signal: CMD's group got it too.
+    Signalled(Signal),
+    /// The lease's safe-until is (nearly) reached without an acknowledged keepalive.
+    LeaseInDoubt,
+    /// The grant ended on the server (force-release, lease revoked or gone).
+    HoldLost,
+}
+
 #[allow(clippy::print_stderr)]
 async fn run_async(global: &Global, args: LockArgs) -> anyhow::Result<i32> {
+    // Before anything else: a signal from now on is ours to forward, not a sudden death.
+    let mut signals = Signals::new()?;
     let client = global.client()?;
     let ttl = Duration::from_millis(args.ttl_ms);
     let lease = Lease::grant(&client, ttl).await.context("grant a lease")?;
@@ -64,15 +89,29 @@ async fn run_async(global: &Global, args: LockArgs) -> anyhow::Result<i32> {
         wait: (args.wait_ms > 0).then(|| Duration::from_millis(args.wait_ms)),
         lock_delay: None,
     };
-    let guard = match lease.lock_with(&args.name, options).await {
-        Ok(g) => g,
-        Err(e) => {
+    let guard = tokio::select! {
+        acquired = lease.lock_with(&args.name, options) => match acquired {
+            Ok(g) => g,
+            Err(e) => {
+                let _ = lease.close().await;
+                anyhow::bail!("lock {}: {e}", args.name);
+            }
+        },
+        signal = signals.recv() => {
             let _ = lease.close().await;
-            anyhow::bail!("lock {}: {e}", args.name);
+            eprintln!("baton: lock {}: {signal} while waiting; nothing was run", args.name);
+            return Ok(128 + signal as i32);
         }
     };
-    let mut child = tokio::process::Command::new(&args.command[0])
-        .args(&args.command[1..])
+    let grace = (ttl / 10).clamp(Duration::from_millis(100), Duration::from_secs(1));
+    let mut child = tokio::process::Command::new(std::env::current_exe()?)
+        .arg("supervise")
+        .arg("--parent")
+        .arg(std::process::id().to_string())
+        .arg("--grace-ms")
+        .arg(grace.as_millis().to_string())
+        .arg("--")
+        .args(&args.command)
         .env("BATON_FENCE", guard.fence().to_string())
         .env("BATON_LOCK", &args.name)
         .env("BATON_LEASE", lease.id().to_string())
@@ -80,50 +119,130 @@ async fn run_async(global: &Global, args: LockArgs) -> anyhow::Result<i32> {
         .spawn()
         .with_context(|| format!("start {}", args.command[0]))?;
     let pgid = Pid::from_raw(child.id().context("child pid")? as i32);
-    let grace = (ttl / 10).clamp(Duration::from_millis(100), Duration::from_secs(1));
-    let status = loop {
-        let Some(safe_until) = lease.safe_until() else {
-            break None;
-        };
-        tokio::select! {
-            status = child.wait() => break Some(status?),
-            () = tokio::time::sleep_until(safe_until.checked_sub(grace).unwrap_or(safe_until)) => {
-                // Re-check: a keepalive may have moved the deadline meanwhile.
-                if lease.safe_until().is_some_and(|s| s > safe_until) {
-                    continue;
+    let end = {
+        // Scoped: the watch behind `lost` ends before the guard is released.
+        let lost = guard.lost();
+        tokio::pin!(lost);
+        loop {
+            let Some(safe_until) = lease.safe_until() else {
+                break End::LeaseInDoubt;
+            };
+            tokio::select! {
+                status = child.wait() => break End::Exited(status?),
+                signal = signals.recv() => break End::Signalled(signal),
+                () = &mut lost => break End::HoldLost,
+                () = tokio::time::sleep_until(safe_until.checked_sub(grace).unwrap_or(safe_until)) => {
+                    // Re-check: a keepalive may have moved the deadline meanwhile.
+                    if lease.safe_until().is_some_and(|s| s > safe_until) {
+                        continue;
+                    }
+                    break End::LeaseInDoubt;
                 }
-                break None;
             }
         }
     };
-    let code = match status {
-        Some(status) => {
-            let _ = guard.release().await;
+    let code = match end {
+        End::Exited(status) => {
+            if let Err(
+                e @ (baton_client::Error::NotHolder { .. } | baton_client::Error::LeaseNotFound),
+            ) = guard.release().await
+            {
+                eprintln!(
+                    "baton: lock {}: the hold was already gone when the command ended ({e}); it may have run unprotected",
+                    args.name
+                );
+            }
             let _ = lease.close().await;
             exit_code(status)
         }
-        None => {
-            let deadline = lease.safe_until().unwrap_or_else(Instant::now);
+        End::Signalled(signal) => {
+            let _ = killpg(pgid, signal);
+            let limit = Instant::now() + Duration::from_millis(args.kill_after_ms);
+            let deadline = lease.safe_until().map_or(limit, |s| s.min(limit));
+            let status = stop(&mut child, pgid, deadline, &mut signals).await;
+            let _ = guard.release().await;
+            let _ = lease.close().await;
+            status.map_or(128 + Signal::SIGKILL as i32, exit_code)
+        }
+        End::LeaseInDoubt | End::HoldLost => {
+            let deadline = match end {
+                End::HoldLost => Instant::now() + grace,
+                _ => lease.safe_until().unwrap_or_else(Instant::now),
+            };
             let _ = killpg(pgid, Signal::SIGTERM);
-            tokio::select! {
-                _ = child.wait() => {}
-                () = tokio::time::sleep_until(deadline) => {
-                    let _ = killpg(pgid, Signal::SIGKILL);
-                    let _ = child.wait().await;
-                }
+            stop(&mut child, pgid, deadline, &mut signals).await;
+            let why = match end {
+                End::HoldLost => format!(
+                    "the hold of lease {} ended on the server (force-released, or the lease is gone); the command was stopped",
+                    lease.id()
+                ),
+                _ => format!(
+                    "keepalives of lease {} were not acknowledged in time; the command was stopped before the lease could expire",
+                    lease.id()
+                ),
+            };
+            eprintln!("baton: lock {}: {why}", args.name);
+            // The cluster answered about a lost hold: give the lease back. A lease in doubt
+            // is left to expire (the cluster is not answering).
+            if matches!(end, End::HoldLost) {
+                let _ = lease.close().await;
             }
-            eprintln!(
-                "baton: lock {}: keepalives of lease {} were not acknowledged in time; the command was stopped before the lease could expire",
-                args.name,
-                lease.id()
-            );
-            EXIT_LEASE_LOST
+            EXIT_LOCK_LOST
         }
     };
     Ok(code)
 }
 
-fn exit_code(status: std::process::ExitStatus) -> i32 {
+/// Waits for CMD's group to exit, forwarding further signals; SIGKILL at `deadline`.
+/// Returns the supervisor's status if it exited before the deadline.
+async fn stop(
+    child: &mut tokio::process::Child,
+    pgid: Pid,
+    deadline: Instant,
+    signals: &mut Signals,
+) -> Option<std::process::ExitStatus> {
+    loop {
+        tokio::select! {
+            status = child.wait() => return status.ok(),
+            signal = signals.recv() => { let _ = killpg(pgid, signal); }
+            () = tokio::time::sleep_until(deadline) => {
+                let _ = killpg(pgid, Signal::SIGKILL);
+                let _ = child.wait().await;
+                return None;
+            }
+        }
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP, caught for forwarding.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+            hangup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// The next of them to arrive.
+    async fn recv(&mut self) -> Signal {
+        tokio::select! {
+            _ = self.interrupt.recv() => Signal::SIGINT,
+            _ = self.terminate.recv() => Signal::SIGTERM,
+            _ = self.hangup.recv() => Signal::SIGHUP,
+        }
+    }
+}
+
+/// baton's exit code for a process's status: its code, or 128 + the signal that ended it.
+pub(crate) fn exit_code(status: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
     status
         .code()
