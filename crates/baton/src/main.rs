@@ -57,6 +57,14 @@ enum Command {
         after_help = "Examples:\n  baton cluster status\n  baton cluster add 4 10.0.0.4:7071 10.0.0.4:7070\n  baton cluster remove 4"
     )]
     Cluster(cmd::cluster::ClusterCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(
+        after_help = "Examples:\n  baton completions bash > /etc/bash_completion.d/baton\n  baton completions zsh > \"${fpath[1]}/_baton\"\n  baton completions fish > ~/.config/fish/completions/baton.fish"
+    )]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
     /// Internal: the process between `baton lock` and its command.
     #[command(hide = true)]
     Supervise(cmd::supervise::SuperviseArgs),
@@ -76,6 +84,11 @@ fn main() {
         Command::Locks(c) => cmd::locks::run(&global, c),
         Command::Cluster(c) => cmd::cluster::run(&global, c),
         Command::Supervise(a) => cmd::supervise::run(a),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "baton", &mut std::io::stdout());
+            Ok(0)
+        }
     };
     match result {
         Ok(code) => std::process::exit(code),

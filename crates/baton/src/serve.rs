@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 /// Options of `baton serve`.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  baton serve\n  baton serve --config cluster.toml --node 2\n  baton serve --api 0.0.0.0:7070 --peer 10.0.0.5:7071 --data-dir /var/lib/baton"
+    after_help = "Examples:\n  baton serve\n  baton serve --config cluster.toml --node 2\n  baton serve --api 0.0.0.0:7070 --advertise-api 10.0.0.5:7070 --peer 10.0.0.5:7071 --data-dir /var/lib/baton"
 )]
 pub struct ServeArgs {
     /// A cluster file (see cluster.toml); requires --node.
@@ -24,12 +24,25 @@ pub struct ServeArgs {
     /// --join to be added to a running cluster.
     #[arg(long, conflicts_with = "config")]
     id: Option<u64>,
-    /// Client API address (overrides the cluster file).
+    /// Client API address to listen on (overrides the cluster file).
     #[arg(long)]
     api: Option<String>,
-    /// Peer address (overrides the cluster file).
+    /// Peer address to listen on (overrides the cluster file).
     #[arg(long)]
     peer: Option<String>,
+    /// The API address clients and peers are told (default: --api). Needed when listening
+    /// on 0.0.0.0.
+    #[arg(long, value_name = "HOST:PORT")]
+    advertise_api: Option<String>,
+    /// The peer address the other members are told (default: --peer).
+    #[arg(long, value_name = "HOST:PORT")]
+    advertise_peer: Option<String>,
+    /// Leader heartbeat interval in ms (overrides the cluster file's [raft]).
+    #[arg(long)]
+    heartbeat_ms: Option<u64>,
+    /// Election timeout range in ms, `MIN-MAX` (overrides the cluster file's [raft]).
+    #[arg(long, value_name = "MIN-MAX", value_parser = parse_range)]
+    election_timeout_ms: Option<(u64, u64)>,
     /// Data directory (overrides the cluster file).
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -69,14 +82,35 @@ fn node_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
             config
         }
     };
+    // Listen where asked; advertise what was given to advertise, else the listen address.
+    let mut listen = config.listen_addr().clone();
     if let Some(api) = &args.api {
-        config.addr.api.clone_from(api);
+        listen.api.clone_from(api);
     }
     if let Some(peer) = &args.peer {
-        config.addr.peer.clone_from(peer);
+        listen.peer.clone_from(peer);
     }
-    if args.api.is_some() || args.peer.is_some() {
+    let given = |advertised: &Option<String>, listened: &Option<String>, current: &str| {
+        advertised
+            .clone()
+            .or_else(|| listened.clone())
+            .unwrap_or_else(|| current.to_owned())
+    };
+    let advertised = baton_raft_node::NodeAddr {
+        api: given(&args.advertise_api, &args.api, &config.addr.api),
+        peer: given(&args.advertise_peer, &args.peer, &config.addr.peer),
+    };
+    if advertised != config.addr {
+        config.addr = advertised;
         config.members.insert(config.id, config.addr.clone());
+    }
+    config.listen = (listen != config.addr).then_some(listen);
+    if let Some(ms) = args.heartbeat_ms {
+        config.heartbeat_ms = ms;
+    }
+    if let Some((min, max)) = args.election_timeout_ms {
+        config.election_timeout_min_ms = min;
+        config.election_timeout_max_ms = max;
     }
     if let Some(dir) = &args.data_dir {
         config.data_dir.clone_from(dir);
@@ -97,6 +131,19 @@ fn node_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
     Ok(config)
 }
 
+/// Parses `MIN-MAX` (milliseconds).
+fn parse_range(text: &str) -> Result<(u64, u64), String> {
+    let (min, max) = text
+        .split_once('-')
+        .ok_or_else(|| format!("{text:?}: expected MIN-MAX, e.g. 500-1000"))?;
+    let parse = |v: &str| v.trim().parse::<u64>().map_err(|e| format!("{v:?}: {e}"));
+    let (min, max) = (parse(min)?, parse(max)?);
+    if min > max {
+        return Err(format!("{min} is above {max}"));
+    }
+    Ok((min, max))
+}
+
 /// Runs a node until SIGINT or SIGTERM.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
@@ -111,9 +158,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(config: NodeConfig, admin_token: Option<String>) -> anyhow::Result<()> {
-    let api = TcpListener::bind(&config.addr.api)
+    let listen_api = config.listen_addr().api.clone();
+    let api = TcpListener::bind(&listen_api)
         .await
-        .with_context(|| format!("bind the API on {}", config.addr.api))?;
+        .with_context(|| format!("bind the API on {listen_api}"))?;
     let api_addr = api.local_addr()?;
     let node = Node::start(config.clone()).await?;
     tracing::info!(

@@ -187,3 +187,35 @@ async fn the_first_read_after_killing_every_node_sees_the_last_acknowledged_writ
         );
     }
 }
+
+/// A watch served by a node that has lost its leader ends with a `no_leader` error event
+/// (etcd's require-leader) instead of sending progress forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_on_a_node_without_a_leader_ends_with_an_error_event() {
+    use futures_util::StreamExt;
+    let mut c = Cluster::three().await;
+    let leader = c.leader(1).await;
+    let survivor = (1..=3).find(|id| *id != leader).unwrap();
+    let response = c
+        .http
+        .get(c.node(survivor).url("/v1/watch?prefix=w/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    for id in (1..=3).filter(|id| *id != survivor) {
+        c.nodes.get_mut(&id).unwrap().kill();
+    }
+    let mut body = response.bytes_stream();
+    let mut text = String::new();
+    let read = async {
+        while let Some(chunk) = body.next().await {
+            text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(20), read)
+        .await
+        .expect("the stream ended");
+    assert!(text.contains("event: error"), "{text}");
+    assert!(text.contains("\"code\":\"no_leader\""), "{text}");
+}

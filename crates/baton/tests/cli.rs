@@ -92,7 +92,7 @@ async fn exit_codes_propagate_and_errors_are_one_line() {
         .args(["lock", "y", "--wait-ms", "0", "--", "true"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2), "not acquired has its own code");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("lock held"), "{stderr}");
@@ -389,4 +389,139 @@ async fn an_admins_force_release_stops_the_command() {
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(last_beat(&beats).1, len, "the command stopped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_without_a_command_holds_until_interrupted_and_semaphores_take_permits() {
+    let c = Cluster::single().await;
+    let eps = endpoints(&c);
+    // Hold without a command: the fence on stdout, the lock held, Ctrl-C releases it.
+    let mut holder = baton(&eps)
+        .args(["lock", "held"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(holder.stdout.take().unwrap());
+    let line = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        line
+    })
+    .await
+    .unwrap();
+    assert!(line.contains("lock held held: fence"), "{line}");
+    let (_, state) = c.get(1, "/v1/locks/held").await.unwrap();
+    assert_eq!(state["holders"].as_array().unwrap().len(), 1, "{state}");
+    signal(holder.id(), "INT");
+    let status = tokio::task::spawn_blocking(move || holder.wait().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    wait_free(&c, "held").await;
+    // A semaphore of two permits: two hold, a third is not acquired (exit 2).
+    let permits: Vec<_> = (0..2)
+        .map(|_| {
+            baton(&eps)
+                .args(["lock", "-n", "2", "pool", "--", "sleep", "3"])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, state) = c.get(1, "/v1/semaphores/pool").await.unwrap();
+        if state["holders"].as_array().is_some_and(|h| h.len() == 2) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{state}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let third = baton(&eps)
+        .args(["lock", "-n", "2", "--wait-ms", "0", "pool", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        third.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&third.stderr)
+    );
+    for mut p in permits {
+        assert_eq!(p.wait().unwrap().code(), Some(0));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_keepalive_keeps_going_until_interrupted_or_the_lease_is_gone() {
+    let c = Cluster::single().await;
+    let eps = endpoints(&c);
+    let lease = c.lease(1, 2_000).await;
+    let mut keeper = baton(&eps)
+        .args(["lease", "keepalive", &lease.to_string()])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Longer than the TTL: the lease lives because the keeper keeps it alive.
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    let (status, _) = c.get(1, &format!("/v1/leases/{lease}")).await.unwrap();
+    assert_eq!(status, 200, "the lease was kept alive");
+    signal(keeper.id(), "TERM");
+    let code = tokio::task::spawn_blocking(move || keeper.wait().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(code.code(), Some(0));
+    // A keeper whose lease is revoked exits 3.
+    let lease = c.lease(1, 2_000).await;
+    let keeper = baton(&eps)
+        .args(["lease", "keepalive", &lease.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.delete(1, &format!("/v1/leases/{lease}")).await;
+    let out = tokio::task::spawn_blocking(move || keeper.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Completion scripts for the common shells.
+    for shell in ["bash", "zsh", "fish"] {
+        let script = baton(&eps).args(["completions", shell]).output().unwrap();
+        assert!(script.status.success());
+        assert!(String::from_utf8_lossy(&script.stdout).contains("baton"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_advertises_what_it_is_told_and_never_an_unspecified_address() {
+    // Listening on 127.0.0.1, advertised under the name `localhost`.
+    let port = free_port();
+    let c = Cluster::single_with(&["--advertise-api", &format!("localhost:{port}")]).await;
+    let (_, status) = c.get(1, "/v1/cluster").await.unwrap();
+    assert_eq!(
+        status["members"][0]["api"],
+        format!("localhost:{port}"),
+        "{status}"
+    );
+    // An address nobody can reach is refused before anything is bound.
+    let dir = tempfile::TempDir::new().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["serve", "--api", "0.0.0.0:1", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--advertise-api"), "{stderr}");
+    // Raft timings from flags.
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["serve", "--election-timeout-ms", "900-100"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "a bad range is a usage error");
 }

@@ -164,3 +164,51 @@ async fn watch_resumes_across_a_killed_node_without_gap_or_duplicate() {
     assert_eq!(sorted, seen, "ordered, no duplicate: {seen:?}");
     assert_eq!(seen.len(), 10, "no gap");
 }
+
+/// The client's promises about ownership and outcomes: two guards on one lease are two
+/// owners (re-entrancy only when asked), a release after the hold ended says so, `lost()`
+/// fires on a force-release, and a call repeated with its idempotency key acts once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guards_own_their_holds_and_report_their_loss() {
+    let c = Cluster::single().await;
+    let client = client_for(&c, &[1]);
+    let lease = Lease::grant(&client, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let first = lease.try_lock("own").await.unwrap();
+    // Another task with the same lease is another owner: the exclusive lock is held.
+    assert!(matches!(
+        lease.try_lock("own").await,
+        Err(Error::LockHeld { .. })
+    ));
+    // Re-entrancy by choice: the same owner twice.
+    let options = || baton_client::LockOptions {
+        owner: "me".into(),
+        ..Default::default()
+    };
+    let again = lease.lock_with("mine", options()).await.unwrap();
+    let reentered = lease.lock_with("mine", options()).await.unwrap();
+    assert_eq!(reentered.count(), 2);
+    drop((again, reentered));
+    // A force-release ends the hold: lost() fires, and release() says the hold was gone.
+    let watcher = async { first.lost().await };
+    let force = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        client.force_release("own").await.unwrap();
+    };
+    tokio::time::timeout(Duration::from_secs(10), async {
+        tokio::join!(watcher, force)
+    })
+    .await
+    .expect("lost() fired after the force-release");
+    assert!(matches!(
+        first.release().await,
+        Err(Error::NotHolder { .. })
+    ));
+    // The same call through a handle with a fixed key acts once.
+    let keyed = client.with_idempotency_key("write-once-1");
+    let r1 = keyed.put("once", "v").await.unwrap();
+    let r2 = keyed.put("once", "v").await.unwrap();
+    assert_eq!(r1, r2, "the repeat answered the first outcome");
+    assert_eq!(client.get("once").await.unwrap().unwrap().version, 1);
+}

@@ -22,6 +22,8 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
+    /// The key every mutation of this handle carries ([`Client::with_idempotency_key`]).
+    key: Option<Arc<str>>,
 }
 
 struct Inner {
@@ -69,6 +71,16 @@ impl Call {
 }
 
 impl Client {
+    /// A handle on the same connection whose mutations all carry `key` as their
+    /// `Idempotency-Key`: repeat a call that ended `Error::Indeterminate` through it, with
+    /// the key that error carries, to learn its outcome without acting twice.
+    pub fn with_idempotency_key(&self, key: impl Into<String>) -> Client {
+        Client {
+            inner: self.inner.clone(),
+            key: Some(Arc::from(key.into())),
+        }
+    }
+
     /// A client for these endpoints (`host:port` or `http://host:port`), tried in turn.
     pub fn new<I, S>(endpoints: I) -> Result<Client>
     where
@@ -96,6 +108,7 @@ impl Client {
             .build()
             .map_err(|e| Error::Unreachable(e.to_string()))?;
         Ok(Client {
+            key: None,
             inner: Arc::new(Inner {
                 endpoints,
                 preferred: AtomicUsize::new(0),
@@ -162,7 +175,10 @@ impl Client {
         body: Option<&B>,
         call: Call,
     ) -> Result<T> {
-        let key = call.mutation.then(|| uuid::Uuid::new_v4().to_string());
+        let key = call.mutation.then(|| match &self.key {
+            Some(key) => key.to_string(),
+            None => uuid::Uuid::new_v4().to_string(),
+        });
         let mut maybe_applied = false;
         let mut last = Error::Unreachable("no attempt made".into());
         for attempt in 0..ATTEMPTS_MAX {
@@ -221,7 +237,7 @@ impl Client {
                     }
                     tokio::time::sleep(RETRY_PAUSE).await;
                 }
-                Error::Indeterminate(_) => {
+                Error::Indeterminate { .. } => {
                     maybe_applied = true;
                     last = error;
                     tokio::time::sleep(RETRY_PAUSE).await;
@@ -230,7 +246,10 @@ impl Client {
             }
         }
         if maybe_applied {
-            return Err(Error::Indeterminate(last.to_string()));
+            return Err(Error::Indeterminate {
+                message: last.to_string(),
+                idempotency_key: key,
+            });
         }
         Err(last)
     }

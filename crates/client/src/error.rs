@@ -73,9 +73,15 @@ pub enum Error {
     #[error("unavailable: {0}")]
     Unavailable(String),
     /// The request may or may not have been applied (504, timeout or reset after sending).
-    /// Never a failure: retry with the same idempotency key, or read the state.
-    #[error("outcome unknown: {0}")]
-    Indeterminate(String),
+    /// Never a failure: repeat the call through `client.with_idempotency_key(key)` (the
+    /// same key: it acts at most once and answers the first outcome), or read the state.
+    #[error("outcome unknown: {message}")]
+    Indeterminate {
+        /// What was seen last.
+        message: String,
+        /// The `Idempotency-Key` the call carried (mutations only).
+        idempotency_key: Option<String>,
+    },
     /// No endpoint could be reached: nothing was sent.
     #[error("no endpoint reachable: {0}")]
     Unreachable(String),
@@ -98,7 +104,7 @@ pub enum Error {
 impl Error {
     /// Whether the outcome is unknown: the request may have been applied.
     pub fn is_indeterminate(&self) -> bool {
-        matches!(self, Error::Indeterminate(_))
+        matches!(self, Error::Indeterminate { .. })
     }
 
     /// The error an API error response stands for.
@@ -128,7 +134,10 @@ impl Error {
             ErrorDetail::PayloadTooLarge => Error::PayloadTooLarge(message),
             ErrorDetail::RateLimited { .. } => Error::RateLimited(message),
             ErrorDetail::NoLeader | ErrorDetail::Unavailable => Error::Unavailable(message),
-            ErrorDetail::Indeterminate { .. } => Error::Indeterminate(message),
+            ErrorDetail::Indeterminate { .. } => Error::Indeterminate {
+                message,
+                idempotency_key: None,
+            },
             other => Error::Api {
                 status,
                 code: other.code(),

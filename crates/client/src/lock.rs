@@ -17,7 +17,10 @@ use std::time::Duration;
 /// Lock options.
 #[derive(Clone, Debug, Default)]
 pub struct LockOptions {
-    /// Owner within the lease (default "").
+    /// Owner within the lease. Empty (the default): a fresh owner for this acquire, so two
+    /// tasks sharing one `Lease` never both hold an exclusive lock by accident. Re-entrancy
+    /// is a choice: give the same owner to every acquire that may re-enter (the server
+    /// then counts them, and each release undoes one).
     pub owner: String,
     /// Shared (read) instead of exclusive.
     pub shared: bool,
@@ -70,7 +73,10 @@ impl Lease {
     }
 
     /// Acquires a lock with explicit options.
-    pub async fn lock_with(&self, name: &str, options: LockOptions) -> Result<LockGuard> {
+    pub async fn lock_with(&self, name: &str, mut options: LockOptions) -> Result<LockGuard> {
+        if options.owner.is_empty() {
+            options.owner = fresh_owner();
+        }
         let wait = options.wait.unwrap_or_default();
         let body = AcquireRequest {
             lease_id: self.id(),
@@ -95,15 +101,16 @@ impl Lease {
         permits: u32,
         wait: Duration,
     ) -> Result<LockGuard> {
+        let owner = fresh_owner();
         let body = SemaphoreAcquireRequest {
             lease_id: self.id(),
-            owner: String::new(),
+            owner: owner.clone(),
             limit,
             permits,
             wait_ms: wait.as_millis() as u64,
         };
         let path = format!("/v1/semaphores/{}", segment(name));
-        self.acquire(path, name, String::new(), &body, wait).await
+        self.acquire(path, name, owner, &body, wait).await
     }
 
     async fn acquire(
@@ -225,6 +232,11 @@ impl LockGuard {
         self.released = true;
         release(&self.lease, &self.path, &self.owner, self.fence).await
     }
+}
+
+/// An owner no other guard uses.
+fn fresh_owner() -> String {
+    format!("guard-{}", uuid::Uuid::new_v4())
 }
 
 async fn release(lease: &Lease, path: &str, owner: &str, fence: u64) -> Result<()> {

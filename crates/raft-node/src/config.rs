@@ -13,8 +13,10 @@ use std::path::{Path, PathBuf};
 pub struct NodeConfig {
     /// This node's id.
     pub id: NodeId,
-    /// This node's addresses.
+    /// This node's addresses as the others reach it (advertised to peers and clients).
     pub addr: NodeAddr,
+    /// Where to listen, if not on the advertised addresses (e.g. `0.0.0.0:7071`).
+    pub listen: Option<NodeAddr>,
     /// Where sled keeps the log, vote and snapshots.
     pub data_dir: PathBuf,
     /// The initial members (used only by the lowest id to initialise a fresh cluster).
@@ -76,6 +78,7 @@ impl NodeConfig {
             members: BTreeMap::from([(id, addr.clone())]),
             join_existing: false,
             addr,
+            listen: None,
             data_dir: data_dir.into(),
             heartbeat_ms: 100,
             election_timeout_min_ms: 500,
@@ -109,9 +112,23 @@ impl NodeConfig {
         NodeConfig::single(1, addr, "baton-data")
     }
 
+    /// Where this node listens: `listen` if set, else the advertised addresses.
+    pub fn listen_addr(&self) -> &NodeAddr {
+        self.listen.as_ref().unwrap_or(&self.addr)
+    }
+
     /// Rejects settings that cannot work together.
     pub fn validate(&self) -> Result<(), NodeError> {
         let bad = |m: String| Err(NodeError::Config(m));
+        for (what, addr) in [("api", &self.addr.api), ("peer", &self.addr.peer)] {
+            if unspecified_host(addr) {
+                return bad(format!(
+                    "the advertised {what} address {addr} is not an address others can reach; \
+                     listen there and advertise a reachable one (--advertise-{what}, or \
+                     `listen_{what}` beside `{what}` in the cluster file)"
+                ));
+            }
+        }
         if !self.members.contains_key(&self.id) {
             return bad(format!("node {} is not among the members", self.id));
         }
@@ -254,6 +271,10 @@ pub struct ClusterNode {
     pub peer: String,
     /// Data directory (relative paths are relative to the file's directory).
     pub data_dir: Option<PathBuf>,
+    /// Where this node listens for clients, if not on `api` (e.g. `0.0.0.0:7070`).
+    pub listen_api: Option<String>,
+    /// Where this node listens for peers, if not on `peer`.
+    pub listen_peer: Option<String>,
 }
 
 impl ClusterFile {
@@ -295,6 +316,12 @@ impl ClusterFile {
             api: n.api.clone(),
         };
         let mut config = NodeConfig::single(id, addr_of(me), data_dir);
+        if me.listen_api.is_some() || me.listen_peer.is_some() {
+            config.listen = Some(NodeAddr {
+                api: me.listen_api.clone().unwrap_or_else(|| me.api.clone()),
+                peer: me.listen_peer.clone().unwrap_or_else(|| me.peer.clone()),
+            });
+        }
         config.members = self.node.iter().map(|n| (n.id, addr_of(n))).collect();
         config.cluster_secret = self.secret.clone();
         config.limits = self.limits.clone();
@@ -303,9 +330,29 @@ impl ClusterFile {
     }
 }
 
+/// Whether `host:port` names the unspecified address (0.0.0.0 or ::), which can be listened
+/// on but not reached.
+fn unspecified_host(addr: &str) -> bool {
+    addr.parse::<std::net::SocketAddr>()
+        .is_ok_and(|a| a.ip().is_unspecified())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unspecified_address_is_listened_on_but_never_advertised() {
+        let mut config = NodeConfig::default_single();
+        config.addr.api = "0.0.0.0:7070".into();
+        let e = config.validate().unwrap_err().to_string();
+        assert!(e.contains("--advertise-api"), "{e}");
+        config.listen = Some(config.addr.clone());
+        config.addr.api = "10.0.0.5:7070".into();
+        config.members.insert(config.id, config.addr.clone());
+        config.validate().unwrap();
+        assert_eq!(config.listen_addr().api, "0.0.0.0:7070");
+    }
 
     #[test]
     fn default_single_node_config_is_valid() {

@@ -101,11 +101,12 @@ pub struct MemberStatus {
 }
 
 impl Node {
-    /// Starts a node listening for peers on `config.addr.peer`.
+    /// Starts a node listening for peers on `config.listen_addr().peer`.
     pub async fn start(config: NodeConfig) -> Result<Node, NodeError> {
-        let listener = TcpListener::bind(&config.addr.peer)
+        let listen = config.listen_addr().peer.clone();
+        let listener = TcpListener::bind(&listen)
             .await
-            .map_err(|e| NodeError::Config(format!("bind {}: {e}", config.addr.peer)))?;
+            .map_err(|e| NodeError::Config(format!("bind {listen}: {e}")))?;
         Node::start_on(config, listener).await
     }
 

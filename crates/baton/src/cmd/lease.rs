@@ -13,10 +13,14 @@ pub enum LeaseCommand {
         #[arg(long, default_value_t = 10_000)]
         ttl_ms: u64,
     },
-    /// Keep a lease alive once.
+    /// Keep a lease alive until interrupted (Ctrl-C), a keepalive every third of its TTL;
+    /// exits 3 if the lease is gone.
     Keepalive {
         /// The lease id.
         id: u64,
+        /// One keepalive, then exit.
+        #[arg(long)]
+        once: bool,
     },
     /// Revoke a lease and everything it holds.
     Revoke {
@@ -32,6 +36,49 @@ pub enum LeaseCommand {
     },
 }
 
+/// Exit code when the lease to keep alive is gone.
+const EXIT_LEASE_GONE: i32 = 3;
+
+/// Keeps lease `id` alive, printing each acknowledgement, until SIGINT or SIGTERM (exit 0)
+/// or the lease is gone (exit 3). A keepalive that fails for another reason is retried
+/// after half a second.
+#[allow(clippy::print_stderr)]
+async fn keep_alive(
+    global: &Global,
+    client: &baton_client::Client,
+    id: u64,
+    once: bool,
+) -> anyhow::Result<i32> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    loop {
+        let pause = match client.keepalive(id).await {
+            Ok(v) => {
+                global.print(&v, || format!("lease {id} alive for {} ms", v.ttl_ms));
+                if once {
+                    return Ok(0);
+                }
+                Duration::from_millis(v.ttl_ms / 3)
+            }
+            Err(baton_client::Error::LeaseNotFound) => {
+                eprintln!("baton: lease {id} is gone (expired or revoked)");
+                return Ok(EXIT_LEASE_GONE);
+            }
+            Err(e) if once => return Err(e.into()),
+            Err(e) => {
+                eprintln!("baton: keepalive of lease {id}: {e}; retrying");
+                Duration::from_millis(500)
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            _ = interrupt.recv() => return Ok(0),
+            _ = terminate.recv() => return Ok(0),
+        }
+    }
+}
+
 /// Runs a lease command.
 pub fn run(global: &Global, command: LeaseCommand) -> anyhow::Result<i32> {
     let client = global.client()?;
@@ -43,9 +90,8 @@ pub fn run(global: &Global, command: LeaseCommand) -> anyhow::Result<i32> {
                     format!("lease {} granted, ttl {} ms", v.lease_id, v.ttl_ms)
                 });
             }
-            LeaseCommand::Keepalive { id } => {
-                let v = client.keepalive(id).await?;
-                global.print(&v, || format!("lease {id} alive for {} ms", v.ttl_ms));
+            LeaseCommand::Keepalive { id, once } => {
+                return keep_alive(global, &client, id, once).await;
             }
             LeaseCommand::Revoke { id } => {
                 let v = client.revoke_lease(id).await?;

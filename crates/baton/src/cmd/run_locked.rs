@@ -15,7 +15,7 @@
 
 use super::Global;
 use anyhow::Context;
-use baton_client::{Lease, LockOptions};
+use baton_client::{Lease, LockGuard, LockOptions};
 use clap::Args;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -26,10 +26,13 @@ use tokio::time::Instant;
 /// lease in doubt, the grant ended on the server, or `baton lock` itself died).
 pub const EXIT_LOCK_LOST: i32 = 3;
 
+/// Exit code when the lock was not acquired: held (with `--wait-ms 0`) or the wait ran out.
+pub const EXIT_NOT_ACQUIRED: i32 = 2;
+
 /// Options of `baton lock`.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  baton lock nightly-report -- ./report.sh\n  baton lock --wait-ms 60000 --ttl-ms 15000 db-migrate -- sh -c 'migrate --fence $BATON_FENCE'"
+    after_help = "Examples:\n  baton lock nightly-report -- ./report.sh\n  baton lock --wait-ms 60000 --ttl-ms 15000 db-migrate -- sh -c 'migrate --fence $BATON_FENCE'\n  baton lock -n 3 encoders -- ./encode.sh     # one of 3 permits\n  baton lock maintenance                       # hold until Ctrl-C\n\nExit codes: CMD's own (128 + n if signal n ended it); 1 baton's error; 2 not acquired\n(held with --wait-ms 0, or the wait ran out); 3 the hold was lost and CMD was stopped."
 )]
 pub struct LockArgs {
     /// The lock's name.
@@ -37,12 +40,19 @@ pub struct LockArgs {
     /// Lease TTL in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     pub ttl_ms: u64,
-    /// How long to wait for the lock (0: fail at once if it is held).
-    #[arg(long, default_value_t = 300_000)]
-    pub wait_ms: u64,
-    /// Take the lock shared (a read lock).
+    /// How long to wait for the lock (0: fail at once if it is held; absent: wait as long
+    /// as it takes, keeping the lease alive).
     #[arg(long)]
+    pub wait_ms: Option<u64>,
+    /// Take the lock shared (a read lock).
+    #[arg(long, conflicts_with = "limit")]
     pub shared: bool,
+    /// Use a semaphore of N permits instead of a lock (take one permit).
+    #[arg(short = 'n', long = "limit", value_name = "N")]
+    pub limit: Option<u32>,
+    /// After this holder's lease expires, keep the lock ungranted this long.
+    #[arg(long, conflicts_with = "limit")]
+    pub lock_delay_ms: Option<u64>,
     /// Owner string within the lease (default: hostname-pid).
     #[arg(long)]
     pub owner: Option<String>,
@@ -50,8 +60,8 @@ pub struct LockArgs {
     /// (never past the lease's safe-until).
     #[arg(long, default_value_t = 10_000)]
     pub kill_after_ms: u64,
-    /// The command and its arguments.
-    #[arg(last = true, required = true)]
+    /// The command and its arguments (none: hold the lock until SIGINT or SIGTERM).
+    #[arg(last = true)]
     pub command: Vec<String>,
 }
 
@@ -83,17 +93,15 @@ async fn run_async(global: &Global, args: LockArgs) -> anyhow::Result<i32> {
         .owner
         .clone()
         .unwrap_or_else(|| format!("{}-{}", hostname(), std::process::id()));
-    let options = LockOptions {
-        owner,
-        shared: args.shared,
-        wait: (args.wait_ms > 0).then(|| Duration::from_millis(args.wait_ms)),
-        lock_delay: None,
-    };
     let guard = tokio::select! {
-        acquired = lease.lock_with(&args.name, options) => match acquired {
+        acquired = acquire(&lease, &args, owner) => match acquired {
             Ok(g) => g,
             Err(e) => {
                 let _ = lease.close().await;
+                if matches!(e, baton_client::Error::LockHeld { .. } | baton_client::Error::Timeout) {
+                    eprintln!("baton: lock {}: not acquired: {e}", args.name);
+                    return Ok(EXIT_NOT_ACQUIRED);
+                }
                 anyhow::bail!("lock {}: {e}", args.name);
             }
         },
@@ -103,6 +111,9 @@ async fn run_async(global: &Global, args: LockArgs) -> anyhow::Result<i32> {
             return Ok(128 + signal as i32);
         }
     };
+    if args.command.is_empty() {
+        return hold(global, &args, lease, guard, signals).await;
+    }
     let grace = (ttl / 10).clamp(Duration::from_millis(100), Duration::from_secs(1));
     let mut child = tokio::process::Command::new(std::env::current_exe()?)
         .arg("supervise")
@@ -191,6 +202,83 @@ async fn run_async(global: &Global, args: LockArgs) -> anyhow::Result<i32> {
         }
     };
     Ok(code)
+}
+
+/// Takes the lock (or one permit of the semaphore) as the options say; with no
+/// `--wait-ms`, in waits of the cluster's longest until granted.
+async fn acquire(
+    lease: &Lease,
+    args: &LockArgs,
+    owner: String,
+) -> Result<LockGuard, baton_client::Error> {
+    let forever = args.wait_ms.is_none();
+    let wait = match args.wait_ms {
+        Some(ms) => Duration::from_millis(ms),
+        None => Duration::from_millis(lease.client().limits().await?.wait_ms_max),
+    };
+    loop {
+        let attempt = match args.limit {
+            Some(limit) => lease.semaphore(&args.name, limit, 1, wait).await,
+            None => {
+                let options = LockOptions {
+                    owner: owner.clone(),
+                    shared: args.shared,
+                    wait: (!wait.is_zero()).then_some(wait),
+                    lock_delay: args.lock_delay_ms.map(Duration::from_millis),
+                };
+                lease.lock_with(&args.name, options).await
+            }
+        };
+        match attempt {
+            Err(baton_client::Error::Timeout) if forever => continue,
+            other => return other,
+        }
+    }
+}
+
+/// Holds the lock without a command: prints it, then waits for SIGINT, SIGTERM or SIGHUP
+/// (release, revoke, exit 0) or the loss of the hold (exit 3).
+#[allow(clippy::print_stderr)]
+async fn hold(
+    global: &Global,
+    args: &LockArgs,
+    lease: Lease,
+    guard: LockGuard,
+    mut signals: Signals,
+) -> anyhow::Result<i32> {
+    let held = serde_json::json!({
+        "name": args.name,
+        "lease_id": lease.id(),
+        "fence": guard.fence(),
+        "count": guard.count(),
+    });
+    global.print(&held, || {
+        format!(
+            "lock {} held: fence {}, lease {} (Ctrl-C to release)",
+            args.name,
+            guard.fence(),
+            lease.id()
+        )
+    });
+    let lost = {
+        let lost = guard.lost();
+        tokio::pin!(lost);
+        tokio::select! {
+            () = &mut lost => true,
+            _ = signals.recv() => false,
+        }
+    };
+    if lost {
+        eprintln!(
+            "baton: lock {}: the hold ended (force-released, or lease {} lost)",
+            args.name,
+            lease.id()
+        );
+        return Ok(EXIT_LOCK_LOST);
+    }
+    let _ = guard.release().await;
+    let _ = lease.close().await;
+    Ok(0)
 }
 
 /// Waits for CMD's group to exit, forwarding further signals; SIGKILL at `deadline`.

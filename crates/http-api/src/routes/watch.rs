@@ -100,6 +100,8 @@ pub(crate) async fn watch(
     let tick = Duration::from_millis(state.config.watch_progress_ms);
     let stream = WatchStream {
         progress: state.node.progress(),
+        raft: state.node.raft().metrics(),
+        leaderless_since: None,
         open: OpenWatch::new(&state),
         state,
         filter,
@@ -138,6 +140,10 @@ struct WatchStream {
     /// The next revision to deliver from: everything before it has been delivered.
     from: Revision,
     progress: watch::Receiver<AppliedProgress>,
+    /// Raft's view: a node that knows no leader for an election timeout ends its watches
+    /// (etcd's require-leader), so a client learns it is cut off and goes elsewhere.
+    raft: watch::Receiver<baton_raft_node::RaftMetrics>,
+    leaderless_since: Option<tokio::time::Instant>,
     buffer: VecDeque<SseEvent>,
     /// Events this stream has taken from the window.
     sent: u64,
@@ -161,8 +167,15 @@ impl WatchStream {
             if self.fill() {
                 continue;
             }
+            let cut_off = self.cut_off_at();
+            if cut_off.is_some_and(|at| at <= tokio::time::Instant::now()) {
+                self.end_without_leader();
+                continue;
+            }
             tokio::select! {
                 changed = self.progress.changed() => if changed.is_err() { return None },
+                changed = self.raft.changed() => if changed.is_err() { return None },
+                () = sleep_until_some(cut_off) => {}
                 () = tokio::time::sleep_until(self.next_tick) => {
                     self.next_tick = tokio::time::Instant::now() + self.tick;
                     let delivered = self.from.0.saturating_sub(1);
@@ -178,6 +191,35 @@ impl WatchStream {
     }
 
     /// Reads new events into the buffer; true if it added any.
+    /// When this node, knowing no leader, ends the watch (`None` while it knows one).
+    fn cut_off_at(&mut self) -> Option<tokio::time::Instant> {
+        let leader = self.raft.borrow_and_update().current_leader;
+        if leader.is_some() {
+            self.leaderless_since = None;
+            return None;
+        }
+        let since = *self
+            .leaderless_since
+            .get_or_insert_with(tokio::time::Instant::now);
+        let patience = Duration::from_millis(self.state.node.config().election_timeout_max_ms);
+        Some(since + patience)
+    }
+
+    /// Ends the stream with an `error` event: no leader, resume elsewhere.
+    fn end_without_leader(&mut self) {
+        let error = ApiError::from(baton_raft_node::NodeError::NoLeader);
+        let body = ErrorBody::new(
+            error.detail,
+            format!(
+                "this node has known no leader for an election timeout; resume from revision {} on another node",
+                self.from.0
+            ),
+        );
+        self.buffer
+            .push_back(SseEvent::default().event("error").data(to_json(&body)));
+        self.done = true;
+    }
+
     fn fill(&mut self) -> bool {
         let (from, filter) = (self.from, &self.filter);
         let read = self.state.node.read_local(|sm| {
@@ -238,4 +280,12 @@ fn to_json(value: &impl serde::Serialize) -> String {
         tracing::error!(error = %e, "watch event not serialisable");
         String::from("{}")
     })
+}
+
+/// Sleeps until `at`, or forever if there is no `at`.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }

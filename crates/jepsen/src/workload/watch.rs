@@ -90,7 +90,8 @@ pub async fn watch(mut w: Worker) {
     }
 }
 
-/// Parses one SSE frame into the event's JSON data (`None` for comments and progress).
+/// Parses one SSE frame into the event's JSON data (`None` for comments, progress, and the
+/// `error` event that ends a stream: behind the window, or a node without a leader).
 pub fn parse_sse(frame: &str) -> Option<Value> {
     let mut kind = "";
     let mut data = String::new();
@@ -101,7 +102,7 @@ pub fn parse_sse(frame: &str) -> Option<Value> {
             data.push_str(d.trim_start());
         }
     }
-    if kind == "progress" || data.is_empty() {
+    if kind == "progress" || kind == "error" || data.is_empty() {
         return None;
     }
     serde_json::from_str(&data).ok()
