@@ -525,3 +525,36 @@ async fn serve_advertises_what_it_is_told_and_never_an_unspecified_address() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "a bad range is a usage error");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_baton_lock_tells_its_place_in_the_queue() {
+    let c = Cluster::single().await;
+    let eps = endpoints(&c);
+    let mut holder = baton(&eps)
+        .args(["lock", "q"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, state) = c.get(1, "/v1/locks/q").await.unwrap();
+        if !state["holders"].as_array().unwrap().is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let log = c.data_dir().join("queued.log");
+    let mut waiter = baton(&eps)
+        .args(["lock", "q", "--wait-ms", "20000", "--", "true"])
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    wait_for_text(&log, "waiting for q: position 1 of 1").await;
+    signal(holder.id(), "INT");
+    assert_eq!(holder.wait().unwrap().code(), Some(0));
+    let status = tokio::task::spawn_blocking(move || waiter.wait().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+}

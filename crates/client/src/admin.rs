@@ -5,8 +5,8 @@ use crate::client::{Call, Client, segment};
 use crate::error::Result;
 use crate::keys::query_string;
 use baton_wire::{
-    AddMemberRequest, ClusterStatus, ForceReleaseResponse, LeaseInfoResponse, LeaseListResponse,
-    LockListParams, LockListResponse, LockStateResponse,
+    AddMemberRequest, CheckRequest, CheckResponse, ClusterStatus, ForceReleaseResponse,
+    LeaseInfoResponse, LeaseListResponse, LockListParams, LockListResponse, LockStateResponse,
 };
 
 impl Client {
@@ -33,6 +33,17 @@ impl Client {
     /// A lock's holders, queue and lock-delay (empty lists when it is free).
     pub async fn lock_state(&self, name: &str) -> Result<LockStateResponse> {
         self.get_json(&format!("/v1/locks/{}", segment(name))).await
+    }
+
+    /// Whether `fence` is the lock's current grant (linearizable): what storage that takes
+    /// fences asks before it accepts a write.
+    pub async fn check_fence(&self, name: &str, fence: u64) -> Result<CheckResponse> {
+        self.post(
+            &format!("/v1/locks/{}/check", segment(name)),
+            &CheckRequest { fence },
+            Call::READ,
+        )
+        .await
     }
 
     /// A semaphore's holders, queue and limit (linearizable).

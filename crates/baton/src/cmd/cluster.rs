@@ -8,8 +8,13 @@ use clap::Subcommand;
 #[derive(Subcommand, Debug)]
 pub enum ClusterCommand {
     /// Leader, term, revision and members.
+    #[command(
+        after_help = "Examples:\n  baton cluster status\n  baton --json cluster status | jq .leader"
+    )]
     Status,
-    /// Add a member (start it with `baton serve --join` first); send to the leader.
+    /// Add a member (start it with `baton serve --join` first); any node forwards it to the
+    /// leader. It votes once caught up, or is removed again and the call fails.
+    #[command(after_help = "Examples:\n  baton cluster add 4 10.0.0.4:7071 10.0.0.4:7070")]
     Add {
         /// Its id.
         id: u64,
@@ -18,7 +23,9 @@ pub enum ClusterCommand {
         /// Its API address.
         api: String,
     },
-    /// Remove a member; stop its process afterwards.
+    /// Remove a member (refused if fewer reachable voters than a quorum would be left);
+    /// stop its process afterwards.
+    #[command(after_help = "Examples:\n  baton cluster remove 4")]
     Remove {
         /// Its id.
         id: u64,

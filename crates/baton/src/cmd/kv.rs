@@ -8,11 +8,15 @@ use serde_json::json;
 #[derive(Subcommand, Debug)]
 pub enum KvCommand {
     /// Print a key's value.
+    #[command(after_help = "Examples:\n  baton kv get app/config")]
     Get {
         /// The key.
         key: String,
     },
     /// Write a key.
+    #[command(
+        after_help = "Examples:\n  baton kv put app/config v2\n  baton kv put app/leader me --prev-revision 0\n  baton kv put workers/w1 up --lease 7"
+    )]
     Put {
         /// The key.
         key: String,
@@ -26,11 +30,13 @@ pub enum KvCommand {
         prev_revision: Option<u64>,
     },
     /// Delete a key.
+    #[command(after_help = "Examples:\n  baton kv del app/config")]
     Del {
         /// The key.
         key: String,
     },
     /// List keys under a prefix.
+    #[command(after_help = "Examples:\n  baton kv ls app/\n  baton --json kv ls app/ --limit 10")]
     Ls {
         /// The prefix (default: everything).
         #[arg(default_value = "")]

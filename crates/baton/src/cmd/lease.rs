@@ -8,6 +8,9 @@ use std::time::Duration;
 #[derive(Subcommand, Debug)]
 pub enum LeaseCommand {
     /// Grant a lease (it is not kept alive: use it from a script and keep it alive).
+    #[command(
+        after_help = "Examples:\n  baton lease grant --ttl-ms 60000\n  LEASE=$(baton --json lease grant | jq .lease_id)"
+    )]
     Grant {
         /// TTL in milliseconds.
         #[arg(long, default_value_t = 10_000)]
@@ -15,6 +18,9 @@ pub enum LeaseCommand {
     },
     /// Keep a lease alive until interrupted (Ctrl-C), a keepalive every third of its TTL;
     /// exits 3 if the lease is gone.
+    #[command(
+        after_help = "Examples:\n  baton lease keepalive 7 &\n  baton lease keepalive 7 --once"
+    )]
     Keepalive {
         /// The lease id.
         id: u64,
@@ -23,13 +29,16 @@ pub enum LeaseCommand {
         once: bool,
     },
     /// Revoke a lease and everything it holds.
+    #[command(after_help = "Examples:\n  baton lease revoke 7")]
     Revoke {
         /// The lease id.
         id: u64,
     },
     /// List live leases.
+    #[command(after_help = "Examples:\n  baton lease list\n  baton --json lease list")]
     List,
     /// Show a lease, its remaining TTL and what it owns.
+    #[command(after_help = "Examples:\n  baton lease show 7")]
     Show {
         /// The lease id.
         id: u64,
@@ -121,7 +130,7 @@ pub fn run(global: &Global, command: LeaseCommand) -> anyhow::Result<i32> {
                     let claims: Vec<String> = v
                         .claims
                         .iter()
-                        .map(|c| format!("{} {} (owner {:?})", c.kind.as_str(), c.name, c.owner))
+                        .map(|c| format!("{} {} (owner {})", c.kind.as_str(), c.name, c.owner))
                         .collect();
                     format!(
                         "lease {id}: ttl {} ms, remaining {remaining}, keys [{}], claims [{}]",

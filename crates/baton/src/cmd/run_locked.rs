@@ -94,6 +94,7 @@ async fn run_async(global: &Global, args: LockArgs) -> anyhow::Result<i32> {
         .clone()
         .unwrap_or_else(|| format!("{}-{}", hostname(), std::process::id()));
     let guard = tokio::select! {
+        never = report_queue(&lease, &args) => match never {},
         acquired = acquire(&lease, &args, owner) => match acquired {
             Ok(g) => g,
             Err(e) => {
@@ -232,6 +233,57 @@ async fn acquire(
         match attempt {
             Err(baton_client::Error::Timeout) if forever => continue,
             other => return other,
+        }
+    }
+}
+
+/// Tells on stderr where this lease waits in the queue, again at each change (it follows
+/// the lock's events; nothing is polled). Never returns.
+#[allow(clippy::print_stderr)]
+async fn report_queue(lease: &Lease, args: &LockArgs) -> std::convert::Infallible {
+    use baton_client::WatchFilter;
+    use futures_util::StreamExt;
+    let client = lease.client();
+    let semaphore = args.limit.is_some();
+    let mut told = None;
+    loop {
+        let state = if semaphore {
+            client.semaphore_state(&args.name).await
+        } else {
+            client.lock_state(&args.name).await
+        };
+        let from = match state {
+            Ok(state) => {
+                let place = state
+                    .queue
+                    .iter()
+                    .find(|w| w.lease_id == lease.id())
+                    .map(|w| (w.position, state.queue.len()));
+                if place.is_some() && place != told {
+                    if let Some((position, of)) = place {
+                        eprintln!(
+                            "baton: waiting for {}: position {position} of {of} ({} holding)",
+                            args.name,
+                            state.holders.len()
+                        );
+                    }
+                    told = place;
+                }
+                Some(state.revision + 1)
+            }
+            Err(_) => None,
+        };
+        let filter = if semaphore {
+            WatchFilter::Semaphore(args.name.clone())
+        } else {
+            WatchFilter::Lock(args.name.clone())
+        };
+        // The next change of the resource (or, if the state could not be read, a pause).
+        match from {
+            Some(from) => {
+                let _ = client.watch(filter, Some(from)).next().await;
+            }
+            None => tokio::time::sleep(Duration::from_secs(1)).await,
         }
     }
 }
