@@ -212,3 +212,25 @@ async fn guards_own_their_holds_and_report_their_loss() {
     assert_eq!(r1, r2, "the repeat answered the first outcome");
     assert_eq!(client.get("once").await.unwrap().unwrap().version, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_builder_sets_attempts_and_timeouts() {
+    let c = Cluster::single().await;
+    let dead = format!("127.0.0.1:{}", free_port());
+    // One attempt at a port where nothing listens: unreachable, nothing retried elsewhere.
+    let once = Client::builder([dead.clone()])
+        .attempts(1)
+        .connect_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    assert!(matches!(once.get("k").await, Err(Error::Unreachable(_))));
+    // With the live node after the dead one and enough attempts, the call succeeds.
+    let both = Client::builder([dead, c.node(1).api.clone()])
+        .attempts(3)
+        .request_timeout(Duration::from_secs(5))
+        .retry_pause(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    both.put("k", "v").await.unwrap();
+    assert_eq!(both.get("k").await.unwrap().unwrap().value, "v");
+}

@@ -11,12 +11,87 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-/// Attempts per call (across endpoints) before giving up.
+/// Attempts per call (across endpoints) before giving up, by default.
 const ATTEMPTS_MAX: usize = 10;
-/// Timeout of an ordinary request.
+/// Timeout of an ordinary request, by default.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// Pause between attempts after a 503 or an unknown outcome.
+/// Pause between attempts after a 503 or an unknown outcome, by default.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
+/// Timeout of a TCP connect, by default.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How a [`Client`] times and retries its calls: built by [`Client::builder`].
+#[derive(Clone, Debug)]
+pub struct ClientBuilder {
+    endpoints: Vec<String>,
+    request_timeout: Duration,
+    connect_timeout: Duration,
+    attempts: usize,
+    retry_pause: Duration,
+}
+
+impl ClientBuilder {
+    /// Timeout of one ordinary request (held-open acquires get their wait on top).
+    pub fn request_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Timeout of one TCP connect (a node that is down is skipped after it).
+    pub fn connect_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Attempts per call across the endpoints before the error is returned (at least 1).
+    pub fn attempts(mut self, attempts: usize) -> ClientBuilder {
+        self.attempts = attempts.max(1);
+        self
+    }
+
+    /// Pause between attempts after a 503 or an unknown outcome.
+    pub fn retry_pause(mut self, pause: Duration) -> ClientBuilder {
+        self.retry_pause = pause;
+        self
+    }
+
+    /// The client.
+    pub fn build(self) -> Result<Client> {
+        let endpoints: Vec<String> = self
+            .endpoints
+            .iter()
+            .map(|e| {
+                let e = e.trim().trim_end_matches('/');
+                if e.starts_with("http://") || e.starts_with("https://") {
+                    e.to_owned()
+                } else {
+                    format!("http://{e}")
+                }
+            })
+            .filter(|e| e.len() > "http://".len())
+            .collect();
+        if endpoints.is_empty() {
+            return Err(Error::BadRequest("no endpoints given".into()));
+        }
+        let http = reqwest::Client::builder()
+            .tcp_nodelay(true)
+            .connect_timeout(self.connect_timeout)
+            .build()
+            .map_err(|e| Error::Unreachable(e.to_string()))?;
+        Ok(Client {
+            key: None,
+            inner: Arc::new(Inner {
+                endpoints,
+                preferred: AtomicUsize::new(0),
+                http,
+                limits: tokio::sync::OnceCell::new(),
+                request_timeout: self.request_timeout,
+                attempts: self.attempts,
+                retry_pause: self.retry_pause,
+            }),
+        })
+    }
+}
 
 /// A handle on a baton cluster. Cheap to clone.
 #[derive(Clone)]
@@ -32,6 +107,9 @@ struct Inner {
     http: reqwest::Client,
     /// The cluster's limits, read once from `/v1/cluster`.
     limits: tokio::sync::OnceCell<Limits>,
+    request_timeout: Duration,
+    attempts: usize,
+    retry_pause: Duration,
 }
 
 /// How a call may be retried.
@@ -40,32 +118,40 @@ pub(crate) struct Call {
     /// A mutation carries an idempotency key; after an unknown outcome it is retried with
     /// the same key, and reported `Indeterminate` only if every retry stays unknown.
     pub(crate) mutation: bool,
-    /// Per-request timeout (held-open acquires need more than the default).
-    pub(crate) timeout: Duration,
+    /// Per-request timeout on top of the client's own (held-open acquires and membership
+    /// changes need more).
+    pub(crate) extra: Duration,
+    /// A per-request timeout that replaces the client's own (keepalives: a fraction of the
+    /// TTL).
+    pub(crate) exact: Option<Duration>,
 }
 
 impl Call {
     pub(crate) const READ: Call = Call {
         mutation: false,
-        timeout: REQUEST_TIMEOUT,
+        extra: Duration::ZERO,
+        exact: None,
     };
     pub(crate) const WRITE: Call = Call {
         mutation: true,
-        timeout: REQUEST_TIMEOUT,
+        extra: Duration::ZERO,
+        exact: None,
     };
 
     /// A membership change: not replicated as a command (no key), and it may wait for a new
     /// member to catch up (the server's deadline is 30 s by default).
     pub(crate) const MEMBERSHIP: Call = Call {
         mutation: false,
-        timeout: Duration::from_secs(75),
+        extra: Duration::from_secs(65),
+        exact: None,
     };
 
     /// A write held open up to `wait`.
     pub(crate) fn waiting(wait: Duration) -> Call {
         Call {
             mutation: true,
-            timeout: wait + Duration::from_secs(30),
+            extra: wait + Duration::from_secs(20),
+            exact: None,
         }
     }
 }
@@ -81,41 +167,33 @@ impl Client {
         }
     }
 
-    /// A client for these endpoints (`host:port` or `http://host:port`), tried in turn.
+    /// A client for these endpoints (`host:port` or `http://host:port`), tried in turn,
+    /// with the default timeouts and retries.
     pub fn new<I, S>(endpoints: I) -> Result<Client>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let endpoints: Vec<String> = endpoints
-            .into_iter()
-            .map(|e| {
-                let e = e.as_ref().trim().trim_end_matches('/');
-                if e.starts_with("http://") || e.starts_with("https://") {
-                    e.to_owned()
-                } else {
-                    format!("http://{e}")
-                }
-            })
-            .filter(|e| e.len() > "http://".len())
-            .collect();
-        if endpoints.is_empty() {
-            return Err(Error::BadRequest("no endpoints given".into()));
+        Client::builder(endpoints).build()
+    }
+
+    /// A builder for a client of these endpoints: request and connect timeouts (10 s, 2 s),
+    /// attempts per call (10) and the pause between them (200 ms).
+    pub fn builder<I, S>(endpoints: I) -> ClientBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        ClientBuilder {
+            endpoints: endpoints
+                .into_iter()
+                .map(|e| e.as_ref().to_owned())
+                .collect(),
+            request_timeout: REQUEST_TIMEOUT,
+            connect_timeout: CONNECT_TIMEOUT,
+            attempts: ATTEMPTS_MAX,
+            retry_pause: RETRY_PAUSE,
         }
-        let http = reqwest::Client::builder()
-            .tcp_nodelay(true)
-            .connect_timeout(Duration::from_secs(2))
-            .build()
-            .map_err(|e| Error::Unreachable(e.to_string()))?;
-        Ok(Client {
-            key: None,
-            inner: Arc::new(Inner {
-                endpoints,
-                preferred: AtomicUsize::new(0),
-                http,
-                limits: tokio::sync::OnceCell::new(),
-            }),
-        })
     }
 
     /// The endpoints, in the order given.
@@ -181,13 +259,16 @@ impl Client {
         });
         let mut maybe_applied = false;
         let mut last = Error::Unreachable("no attempt made".into());
-        for attempt in 0..ATTEMPTS_MAX {
+        for attempt in 0..self.inner.attempts {
             let (index, endpoint) = self.endpoint(attempt);
             let mut request = self
                 .inner
                 .http
                 .request(method.clone(), format!("{endpoint}{path}"))
-                .timeout(call.timeout);
+                .timeout(
+                    call.exact
+                        .unwrap_or(self.inner.request_timeout + call.extra),
+                );
             if let Some(key) = &key {
                 request = request.header("Idempotency-Key", key);
             }
@@ -205,7 +286,7 @@ impl Client {
                     // the retry safe.
                     maybe_applied |= call.mutation;
                     last = Error::Unavailable(format!("{endpoint}: {e}"));
-                    tokio::time::sleep(RETRY_PAUSE).await;
+                    tokio::time::sleep(self.inner.retry_pause).await;
                     continue;
                 }
             };
@@ -216,7 +297,7 @@ impl Client {
                     // The answer broke off: as for a request that got no answer.
                     maybe_applied |= call.mutation;
                     last = Error::Unavailable(format!("{endpoint}: {e}"));
-                    tokio::time::sleep(RETRY_PAUSE).await;
+                    tokio::time::sleep(self.inner.retry_pause).await;
                     continue;
                 }
             };
@@ -235,12 +316,12 @@ impl Client {
                     if attempt % 2 == 1 {
                         self.find_leader().await;
                     }
-                    tokio::time::sleep(RETRY_PAUSE).await;
+                    tokio::time::sleep(self.inner.retry_pause).await;
                 }
                 Error::Indeterminate { .. } => {
                     maybe_applied = true;
                     last = error;
-                    tokio::time::sleep(RETRY_PAUSE).await;
+                    tokio::time::sleep(self.inner.retry_pause).await;
                 }
                 definite => return Err(definite),
             }

@@ -158,7 +158,8 @@ impl Client {
     ) -> Result<KeepaliveResponse> {
         let call = Call {
             mutation: false,
-            timeout,
+            extra: Duration::ZERO,
+            exact: Some(timeout),
         };
         self.call::<(), _>(
             reqwest::Method::POST,

@@ -80,8 +80,8 @@ mod watch;
 
 pub use baton_wire as wire;
 pub use baton_wire::{ClusterStatus, Event, KeyValue, Leader, Limits, WatchEvent};
-pub use client::Client;
 pub use client::segment as segment_name;
+pub use client::{Client, ClientBuilder};
 pub use election::Leadership;
 pub use error::{Error, Result};
 pub use lease::{Lease, LeaseStatus, safety_margin};
