@@ -79,15 +79,7 @@ async fn exit_codes_propagate_and_errors_are_one_line() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (_, state) = c.get(1, "/v1/locks/y").await.unwrap();
-        if !state["holders"].as_array().unwrap().is_empty() {
-            break;
-        }
-        assert!(Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_held(&c, "y", true).await;
     let out = baton(&eps)
         .args(["lock", "y", "--wait-ms", "0", "--", "true"])
         .output()
@@ -137,11 +129,7 @@ async fn baton_lock_kills_its_command_before_the_lease_can_expire_when_keepalive
         .spawn()
         .unwrap();
     // Let the command run, then freeze the whole cluster: no keepalive is acknowledged.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !beats.exists() {
-        assert!(Instant::now() < deadline, "the command started");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_text(&beats, "").await; // the command started
     tokio::time::sleep(Duration::from_millis(300)).await;
     let pids: Vec<String> = c
         .nodes
@@ -230,15 +218,18 @@ async fn wait_for_text(file: &std::path::Path, text: &str) {
     }
 }
 
-/// Waits (at most 10 s) until lock `name` has no holder.
-async fn wait_free(c: &Cluster, name: &str) {
+/// Waits (at most 10 s) until lock `name` is held (`held`) or has no holder.
+async fn wait_held(c: &Cluster, name: &str, held: bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let (_, state) = c.get(1, &format!("/v1/locks/{name}")).await.unwrap();
-        if state["holders"].as_array().is_some_and(|h| h.is_empty()) {
+        if state["holders"]
+            .as_array()
+            .is_some_and(|h| h.is_empty() != held)
+        {
             return;
         }
-        assert!(Instant::now() < deadline, "still held: {state}");
+        assert!(Instant::now() < deadline, "held is not {held}: {state}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -324,11 +315,7 @@ async fn a_command_never_outlives_a_killed_baton_lock_by_more_than_the_ttl() {
         .env("BEATS", &beats)
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !beats.exists() {
-        assert!(Instant::now() < deadline, "the command started");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_text(&beats, "").await; // the command started
     let killed_at = now_ms();
     signal(cli.id(), "KILL");
     let _ = cli.wait();
@@ -351,7 +338,7 @@ async fn a_command_never_outlives_a_killed_baton_lock_by_more_than_the_ttl() {
         last.saturating_sub(killed_at)
     );
     // Nobody released: the lease expires and the lock is free again.
-    wait_free(&c, "orphan").await;
+    wait_held(&c, "orphan", false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -366,11 +353,7 @@ async fn an_admins_force_release_stops_the_command() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !beats.exists() {
-        assert!(Instant::now() < deadline, "the command started");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_text(&beats, "").await; // the command started
     let (status, body) = c.delete(1, "/v1/locks/forced").await;
     assert_eq!(status, 200, "{body}");
     let forced_at = now_ms();
@@ -418,7 +401,7 @@ async fn lock_without_a_command_holds_until_interrupted_and_semaphores_take_perm
         .await
         .unwrap();
     assert_eq!(status.code(), Some(0));
-    wait_free(&c, "held").await;
+    wait_held(&c, "held", false).await;
     // A semaphore of two permits: two hold, a third is not acquired (exit 2).
     let permits: Vec<_> = (0..2)
         .map(|_| {
@@ -535,15 +518,7 @@ async fn a_queued_baton_lock_tells_its_place_in_the_queue() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (_, state) = c.get(1, "/v1/locks/q").await.unwrap();
-        if !state["holders"].as_array().unwrap().is_empty() {
-            break;
-        }
-        assert!(Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_held(&c, "q", true).await;
     let log = c.data_dir().join("queued.log");
     let mut waiter = baton(&eps)
         .args(["lock", "q", "--wait-ms", "20000", "--", "true"])

@@ -38,6 +38,33 @@ pub(crate) enum AdminRefused {
     Forbidden(ErrorBody),
 }
 
+/// 404 `lease_not_found`.
+#[derive(IntoResponses)]
+#[response(
+    status = 404,
+    description = "`lease_not_found`: the lease named in the request does not exist (or expired)"
+)]
+#[allow(dead_code)] // a shape for the document
+pub(crate) struct LeaseNotFound(ErrorBody);
+
+/// 409 of a release by someone who does not hold the grant.
+#[derive(IntoResponses)]
+#[response(
+    status = 409,
+    description = "`not_holder`: the caller does not hold this grant (`fence`: the current one, or null), or `not_waiting`"
+)]
+#[allow(dead_code)] // a shape for the document
+pub(crate) struct NotHolder(ErrorBody);
+
+/// 409 of a queue acquire (locks and elections).
+#[derive(IntoResponses)]
+#[response(
+    status = 409,
+    description = "`lock_held` (busy and `wait_ms` is 0; `holders`, `queue_len`, `lock_delay`), `timeout` (no grant within `wait_ms`), or `not_waiting` (the queue entry was cancelled elsewhere)"
+)]
+#[allow(dead_code)] // a shape for the document
+pub(crate) struct QueueConflict(ErrorBody);
+
 /// 413 `payload_too_large`.
 #[derive(IntoResponses)]
 #[response(

@@ -22,7 +22,7 @@ use baton_wire::*;
     ),
     responses(
         (status = 200, description = "Written", body = PutResponse),
-        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = ErrorBody),
+        LeaseNotFound,
         (status = 409, description = "`cas_failed`: `prev_revision` did not match (`current`: the key, or null)", body = ErrorBody),
         BadRequest,
         TooLarge,
@@ -54,7 +54,7 @@ pub(crate) async fn put(
     ),
     responses(
         (status = 201, description = "Created", body = PutResponse),
-        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = ErrorBody),
+        LeaseNotFound,
         (status = 409, description = "`cas_failed`: a key written by hand is in the way", body = ErrorBody),
         BadRequest,
         TooLarge,

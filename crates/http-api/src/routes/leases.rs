@@ -56,7 +56,7 @@ pub(crate) async fn grant(
     params(("id" = u64, Path, description = "The lease id")),
     responses(
         (status = 200, description = "Kept alive", body = KeepaliveResponse),
-        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = ErrorBody),
+        LeaseNotFound,
         BadRequest,
         Internal,
         Unavailable,
@@ -83,7 +83,7 @@ pub(crate) async fn keepalive(
     ),
     responses(
         (status = 200, description = "The lease", body = LeaseInfoResponse),
-        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = ErrorBody),
+        LeaseNotFound,
         BadRequest,
         Internal,
         Unavailable,
@@ -161,7 +161,7 @@ pub(crate) async fn list(
     ),
     responses(
         (status = 200, description = "Revoked", body = RevokeResponse),
-        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = ErrorBody),
+        LeaseNotFound,
         BadRequest,
         KeyReused,
         Internal,

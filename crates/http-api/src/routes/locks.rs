@@ -24,8 +24,8 @@ use baton_wire::*;
     ),
     responses(
         (status = 200, description = "Granted", body = GrantResponse),
-        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = ErrorBody),
-        (status = 409, description = "`lock_held` (busy and `wait_ms` is 0; `holders`, `queue_len`, `lock_delay`), `timeout` (no grant within `wait_ms`), or `not_waiting` (the queue entry was cancelled elsewhere)", body = ErrorBody),
+        LeaseNotFound,
+        QueueConflict,
         BadRequest,
         TooLarge,
         KeyReused,
@@ -51,8 +51,8 @@ pub(crate) async fn acquire(
     ),
     responses(
         (status = 200, description = "Released, or the queued acquire cancelled", body = ReleaseResponse),
-        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = ErrorBody),
-        (status = 409, description = "`not_holder`: the caller does not hold this grant (`fence`: the current one, or null), or `not_waiting`", body = ErrorBody),
+        LeaseNotFound,
+        NotHolder,
         BadRequest,
         TooLarge,
         KeyReused,

@@ -19,7 +19,7 @@ use baton_wire::*;
     ),
     responses(
         (status = 200, description = "Granted", body = GrantResponse),
-        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = ErrorBody),
+        LeaseNotFound,
         (status = 409, description = "`lock_held`, `timeout`, `not_waiting` (as for locks), or `limit_mismatch` (the semaphore is in use with another `limit`)", body = ErrorBody),
         BadRequest,
         TooLarge,
@@ -46,8 +46,8 @@ pub(crate) async fn acquire(
     ),
     responses(
         (status = 200, description = "Released, or the queued acquire cancelled", body = ReleaseResponse),
-        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = ErrorBody),
-        (status = 409, description = "`not_holder`: the caller does not hold this grant (`fence`: the current one, or null), or `not_waiting`", body = ErrorBody),
+        LeaseNotFound,
+        NotHolder,
         BadRequest,
         TooLarge,
         KeyReused,

@@ -23,7 +23,7 @@ const RANGE_LIMIT_DEFAULT: usize = 100;
     ),
     responses(
         (status = 200, description = "The branch that ran and its results", body = TxnResponse),
-        (status = 404, description = "`lease_not_found`: the lease named in the request does not exist (or expired)", body = wire::ErrorBody),
+        LeaseNotFound,
         BadRequest,
         TooLarge,
         KeyReused,
