@@ -108,6 +108,22 @@ pub(crate) async fn acquire<R: QueueRequest>(
         name: name.clone(),
     };
     let (claimant, wait_ms, command) = request.into_claim(name);
+    if wait_ms == 0 {
+        // A try-acquire is not held open: it is answered at once, and a grant whose client
+        // left before the answer belongs to the lease like any answered one (its TTL bounds
+        // it; a retry with the key returns it). Releasing it behind an indeterminate answer
+        // would take the hold from a client that may believe it has it.
+        let applied = state.propose(idempotency_key, command).await?;
+        return match applied.response {
+            Response::Granted(g) => Ok(grant_response(
+                &resource.name,
+                &g.holder,
+                None,
+                applied.revision,
+            )),
+            other => Err(ApiError::internal(other)),
+        };
+    }
     let mut guard = ClaimGuard::new(state, resource.clone(), claimant.clone(), idempotency_key);
     let applied = guard.propose(command).await?;
     let (enqueued, position) = match applied.response {
