@@ -370,7 +370,7 @@ async fn admin_calls_need_the_admin_token_when_one_is_set() {
     let (status, err) = c.delete(1, "/v1/locks/adm").await;
     assert_eq!(
         (status, err["error"]["code"].as_str()),
-        (401, Some("unauthorized"))
+        (401, Some("unauthenticated"))
     );
     let wrong = c
         .http

@@ -11,9 +11,15 @@ pub enum Error {
     /// 400 `bad_request`: the request was malformed; nothing changed.
     #[error("bad request: {0}")]
     BadRequest(String),
-    /// 401 / 403: credentials missing or insufficient.
-    #[error("not allowed: {0}")]
-    Unauthorized(String),
+    /// 401 `unauthenticated`: no valid token (set one with `ClientBuilder::token`).
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    /// 403 `permission_denied`: the token's principal may not do this; nothing changed.
+    #[error("permission denied: {0}")]
+    PermissionDenied(String),
+    /// 429 `quota_exceeded`: the principal's quota would be passed; nothing changed.
+    #[error("quota exceeded: {0}")]
+    QuotaExceeded(String),
     /// 404 `lease_not_found`: the lease ended (or never existed).
     #[error("lease not found")]
     LeaseNotFound,
@@ -112,7 +118,9 @@ impl Error {
         let message = body.error.message;
         match body.error.detail {
             ErrorDetail::BadRequest => Error::BadRequest(message),
-            ErrorDetail::Unauthorized | ErrorDetail::Forbidden => Error::Unauthorized(message),
+            ErrorDetail::Unauthenticated => Error::Unauthenticated(message),
+            ErrorDetail::PermissionDenied => Error::PermissionDenied(message),
+            ErrorDetail::QuotaExceeded { .. } => Error::QuotaExceeded(message),
             ErrorDetail::LeaseNotFound => Error::LeaseNotFound,
             ErrorDetail::KeyNotFound => Error::KeyNotFound,
             ErrorDetail::LockNotFound | ErrorDetail::NotFound => Error::NotFound(message),

@@ -124,12 +124,23 @@ impl From<Rejection> for ApiError {
                 format!("the semaphore's limit is {limit}"),
             ),
             Rejection::QueueFull { queue_len_max } => (
-                ErrorDetail::RateLimited { queue_len_max },
+                ErrorDetail::RateLimited {
+                    queue_len_max: Some(queue_len_max),
+                    retry_after_ms: None,
+                },
                 format!("the queue is full ({queue_len_max} waiters)"),
             ),
             Rejection::IdempotencyKeyReused => (
                 ErrorDetail::IdempotencyKeyReused,
                 "this Idempotency-Key was used for a different request".into(),
+            ),
+            Rejection::PermissionDenied { reason } => (ErrorDetail::PermissionDenied, reason),
+            Rejection::QuotaExceeded { resource, limit } => (
+                ErrorDetail::QuotaExceeded {
+                    resource: resource.clone(),
+                    limit,
+                },
+                format!("over the quota of {limit} {resource}"),
             ),
             Rejection::Stale => (
                 ErrorDetail::Stale,

@@ -113,12 +113,12 @@ pub fn require_admin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiErr
         .and_then(|v| v.strip_prefix("Bearer "));
     match presented {
         None => Err(ApiError::new(
-            ErrorDetail::Unauthorized,
+            ErrorDetail::Unauthenticated,
             "an admin bearer token is required",
         )),
         Some(p) if p == token => Ok(()),
         Some(_) => Err(ApiError::new(
-            ErrorDetail::Forbidden,
+            ErrorDetail::PermissionDenied,
             "this token may not do that",
         )),
     }

@@ -30,12 +30,12 @@ pub(crate) struct BadRequest(ErrorBody);
 #[derive(IntoResponses)]
 #[allow(dead_code)] // a shape for the document
 pub(crate) enum AdminRefused {
-    /// `unauthorized`: an admin token is configured and none was presented.
+    /// `unauthenticated`: authentication is on and no valid token was presented.
     #[response(status = 401)]
-    Unauthorized(ErrorBody),
-    /// `forbidden`: the presented admin token is not the configured one.
+    Unauthenticated(ErrorBody),
+    /// `permission_denied`: the token's principal is not an admin.
     #[response(status = 403)]
-    Forbidden(ErrorBody),
+    PermissionDenied(ErrorBody),
 }
 
 /// 404 `lease_not_found`.

@@ -73,6 +73,7 @@ impl AppState {
             .propose(Proposal {
                 idempotency_key,
                 command,
+                caller: None,
             })
             .await?;
         match applied.response {

@@ -122,6 +122,7 @@ mod tests {
         Proposal {
             idempotency_key: Some(key.into()),
             command,
+            caller: None,
         }
     }
 

@@ -5,6 +5,7 @@ use crate::ids::Revision;
 use crate::lease::ClaimRef;
 use crate::machine::{StateMachine, Tallies, slot};
 use crate::resource::{Claimant, Demand, Policy, Resource, ResourceId};
+use std::collections::BTreeMap;
 
 macro_rules! ensure {
     ($cond:expr, $($msg:tt)+) => {
@@ -31,7 +32,31 @@ impl StateMachine {
         self.check_leases()?;
         self.check_resources()?;
         self.check_idempotency()?;
+        self.check_usage()?;
         self.check_events()
+    }
+
+    /// Each principal's usage is what its leases and keys add up to.
+    fn check_usage(&self) -> Result<(), String> {
+        let mut usage: BTreeMap<String, crate::caller::Usage> = BTreeMap::new();
+        for lease in self.leases.values() {
+            if let Some(owner) = &lease.owner {
+                usage.entry(owner.clone()).or_default().leases += 1;
+            }
+        }
+        for (key, r) in &self.keys.records {
+            if let Some(owner) = &r.owner {
+                let u = usage.entry(owner.clone()).or_default();
+                u.keys += 1;
+                u.key_bytes += crate::caller::key_bytes(key, &r.value);
+            }
+        }
+        ensure!(
+            usage == self.usage,
+            "usage {:?} is not what leases and keys add up to {usage:?}",
+            self.usage
+        );
+        Ok(())
     }
 
     fn check_keys(&self) -> Result<(), String> {

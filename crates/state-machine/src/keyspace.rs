@@ -30,6 +30,8 @@ pub(crate) struct Record {
     pub(crate) mod_revision: Revision,
     pub(crate) version: u64,
     pub(crate) lease: Option<LeaseId>,
+    /// The principal that wrote it last (`None` without authentication).
+    pub(crate) owner: Option<String>,
 }
 
 impl Record {

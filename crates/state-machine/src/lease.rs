@@ -26,10 +26,12 @@ pub(crate) struct Lease {
     pub(crate) claims: SmallSet<ClaimRef>,
     /// Idempotency outcomes this lease owns: sequence number → key.
     pub(crate) idempotency: BTreeMap<u64, String>,
+    /// The principal that granted it (`None`: granted without authentication).
+    pub(crate) owner: Option<String>,
 }
 
 impl Lease {
-    pub(crate) fn new(ttl_ms: u64, granted: Revision) -> Lease {
+    pub(crate) fn new(ttl_ms: u64, granted: Revision, owner: Option<String>) -> Lease {
         Lease {
             ttl_ms,
             granted,
@@ -37,6 +39,7 @@ impl Lease {
             keys: BTreeSet::new(),
             claims: SmallSet::new(),
             idempotency: BTreeMap::new(),
+            owner,
         }
     }
 }
@@ -56,6 +59,8 @@ pub struct LeaseInfo {
     pub keys: Vec<String>,
     /// Holds and queue entries it owns: resource and owner.
     pub claims: Vec<(ResourceId, String)>,
+    /// The principal that granted it, if the API authenticates.
+    pub principal: Option<String>,
 }
 
 /// What the leader's lease clock needs of one lease.

@@ -39,10 +39,12 @@
 //!   semaphore, election, wait), each with validation, `apply` and unit tests.
 //! - `claims.rs` + `resource.rs`: the one queue and holder code behind locks, semaphores
 //!   and elections (acquire, release, withdraw, handoff, lease end).
+//! - `caller.rs`: [`Caller`]: who proposed a command; lease ownership and quotas.
 //! - `keyspace.rs`, `lease.rs`, `idempotency.rs`, `event.rs`: the state's tables.
 //! - `query.rs`: read-only queries. `snapshot.rs`: snapshot and restore.
 //! - `invariants.rs`: [`StateMachine::check_invariants`]. `limits.rs`: every bound.
 
+mod caller;
 mod claims;
 mod command;
 mod error;
@@ -62,6 +64,7 @@ mod snapshot;
 #[cfg(test)]
 mod testing;
 
+pub use caller::{Caller, Quota, Usage};
 pub use command::*;
 pub use error::Error;
 pub use event::{CancelReason, Event, EventFilter, EventKind, Leader, ReleaseReason};

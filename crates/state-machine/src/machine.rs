@@ -1,5 +1,6 @@
 //! [`StateMachine`]: the whole replicated state and its one entry point, [`StateMachine::apply`].
 
+use crate::caller::{Usage, key_bytes};
 use crate::command::{Command, Proposal};
 use crate::event::{Event, EventKind, EventWindow};
 use crate::idempotency::IdempotencyTable;
@@ -27,6 +28,8 @@ pub struct StateMachine {
     pub(crate) idempotency: IdempotencyTable,
     pub(crate) events: EventWindow,
     pub(crate) tallies: Tallies,
+    /// What each principal owns (leases, keys, bytes), for quotas.
+    pub(crate) usage: BTreeMap<String, Usage>,
 }
 
 /// Running counts per resource kind, kept so metrics never scan.
@@ -51,6 +54,8 @@ pub(crate) fn slot(kind: ResourceKind) -> usize {
 pub(crate) struct Ctx {
     pub(crate) revision: Revision,
     pub(crate) events: Vec<Event>,
+    /// The principal the command runs for: it owns the leases granted and keys written.
+    pub(crate) owner: Option<String>,
 }
 
 impl Ctx {
@@ -87,6 +92,7 @@ impl StateMachine {
             idempotency: IdempotencyTable::default(),
             events: EventWindow::default(),
             tallies: Tallies::default(),
+            usage: BTreeMap::new(),
         }
     }
 
@@ -96,11 +102,25 @@ impl StateMachine {
         let Proposal {
             idempotency_key,
             command,
+            caller,
         } = proposal;
+        // Ownership and quotas first: another principal's lease gives nothing, not even
+        // the outcomes remembered under it.
+        if let Some(caller) = &caller
+            && let Err(rejection) = self.authorize(caller, &command)
+        {
+            return Applied {
+                revision: self.revision,
+                response: Response::Rejected(rejection),
+                events: Vec::new(),
+                replayed: false,
+            };
+        }
         let mut fingerprint = None;
         // A key is scoped to the lease the command acts for: two clients can never see
         // each other's outcomes, whatever keys they pick (spec §2).
-        let idempotency_key = idempotency_key.map(|key| command.scoped_idempotency_key(&key));
+        let idempotency_key =
+            idempotency_key.map(|key| command.scoped_idempotency_key(&key, caller.as_ref()));
         if let Some(key) = &idempotency_key {
             let print = command.fingerprint();
             if let Some(entry) = self.idempotency.get(key) {
@@ -112,6 +132,7 @@ impl StateMachine {
         let mut ctx = Ctx {
             revision: self.revision.next(),
             events: Vec::new(),
+            owner: caller.map(|c| c.principal),
         };
         let response = command.apply(self, &mut ctx);
         if !ctx.events.is_empty() {
@@ -194,6 +215,22 @@ impl StateMachine {
                 new.keys.insert(key.clone());
             }
         }
+        if let Some(old) = self.keys.records.get(&key) {
+            let (owner, bytes) = (old.owner.clone(), key_bytes(&key, &old.value));
+            if let Some(owner) = owner {
+                self.usage_mut(&owner, |u| {
+                    u.keys = u.keys.saturating_sub(1);
+                    u.key_bytes = u.key_bytes.saturating_sub(bytes);
+                });
+            }
+        }
+        if let Some(owner) = &ctx.owner {
+            let bytes = key_bytes(&key, &value);
+            self.usage_mut(owner, |u: &mut Usage| {
+                u.keys += 1;
+                u.key_bytes += bytes;
+            });
+        }
         let record = self
             .keys
             .records
@@ -209,8 +246,10 @@ impl StateMachine {
                 mod_revision: revision,
                 version: 1,
                 lease,
+                owner: None,
             });
         record.value.clone_from(&value);
+        record.owner.clone_from(&ctx.owner);
         let (create_revision, version) = (record.create_revision, record.version);
         ctx.emit(EventKind::KeyPut {
             key,
@@ -229,6 +268,13 @@ impl StateMachine {
         };
         if let Some(lease) = record.lease.and_then(|l| self.leases.get_mut(&l)) {
             lease.keys.remove(key);
+        }
+        if let Some(owner) = &record.owner {
+            let bytes = key_bytes(key, &record.value);
+            self.usage_mut(owner, |u| {
+                u.keys = u.keys.saturating_sub(1);
+                u.key_bytes = u.key_bytes.saturating_sub(bytes);
+            });
         }
         ctx.emit(EventKind::KeyDeleted {
             key: key.to_owned(),

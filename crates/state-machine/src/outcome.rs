@@ -254,6 +254,18 @@ pub enum Rejection {
     },
     /// An idempotency key was reused for a different command.
     IdempotencyKeyReused,
+    /// The caller may not do this (another principal's lease, an admin-only command).
+    PermissionDenied {
+        /// Why.
+        reason: String,
+    },
+    /// The caller's quota on `resource` would be passed.
+    QuotaExceeded {
+        /// `leases`, `keys` or `key_bytes`.
+        resource: String,
+        /// The caller's limit.
+        limit: u64,
+    },
     /// A leader-proposed command no longer matches the state (e.g. a lock-delay already
     /// ended).
     Stale,

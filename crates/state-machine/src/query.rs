@@ -180,6 +180,7 @@ impl StateMachine {
                 .iter()
                 .map(|c| (c.resource.clone(), c.owner.clone()))
                 .collect(),
+            principal: lease.owner.clone(),
         })
     }
 

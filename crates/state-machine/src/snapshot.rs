@@ -8,7 +8,7 @@ use bincode::Options;
 use serde::{Deserialize, Serialize};
 
 /// The snapshot format this build writes and reads.
-pub const SNAPSHOT_FORMAT_VERSION: u32 = 1;
+pub const SNAPSHOT_FORMAT_VERSION: u32 = 2;
 
 /// Written before the state; restore refuses a snapshot whose header disagrees with it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,7 +116,7 @@ mod tests {
         longer.push(0);
         assert!(StateMachine::restore(&longer).is_err());
         let mut other_version = bytes.clone();
-        other_version[0] = 2;
+        other_version[0] = SNAPSHOT_FORMAT_VERSION as u8 + 1;
         assert!(StateMachine::restore(&other_version).is_err());
         assert!(StateMachine::restore(&[]).is_err());
     }

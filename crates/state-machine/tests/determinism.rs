@@ -109,6 +109,19 @@ fn command(rng: &mut XorShift, grants: &mut u64) -> Proposal {
     Proposal {
         idempotency_key: (rng.below(4) == 0).then(|| format!("idem-{}", rng.next())),
         command,
+        // One in eight from a named principal, with small quotas, sometimes an admin.
+        caller: (rng.below(8) == 0).then(|| {
+            let n = rng.below(3);
+            Caller {
+                principal: format!("p{n}"),
+                admin: n == 2,
+                quota: Quota {
+                    leases: Some(1_000),
+                    keys: Some(30),
+                    key_bytes: Some(2_000),
+                },
+            }
+        }),
     }
 }
 

@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 pub enum ErrorCode {
     /// Malformed input, an unknown field, a limit, a bad name (400).
     BadRequest,
-    /// No credentials where they are required (401).
-    Unauthorized,
-    /// Credentials without the right (403).
-    Forbidden,
+    /// No valid bearer token where one is required (401).
+    Unauthenticated,
+    /// The principal may not do this to that resource (403).
+    PermissionDenied,
     /// No such lease (404).
     LeaseNotFound,
     /// No such key (404).
@@ -46,8 +46,10 @@ pub enum ErrorCode {
     Compacted,
     /// A body or value over its limit (413).
     PayloadTooLarge,
-    /// A queue at its bound (429).
+    /// A queue at its bound, or the principal's request rate (429).
     RateLimited,
+    /// A principal's quota on leases, keys, bytes, waiters or watches (429).
+    QuotaExceeded,
     /// An internal inconsistency of the server: a bug, logged with the request id (500).
     Internal,
     /// No leader is known: nothing happened (503).
@@ -63,8 +65,8 @@ impl ErrorCode {
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorCode::BadRequest => "bad_request",
-            ErrorCode::Unauthorized => "unauthorized",
-            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::Unauthenticated => "unauthenticated",
+            ErrorCode::PermissionDenied => "permission_denied",
             ErrorCode::LeaseNotFound => "lease_not_found",
             ErrorCode::KeyNotFound => "key_not_found",
             ErrorCode::LockNotFound => "lock_not_found",
@@ -82,6 +84,7 @@ impl ErrorCode {
             ErrorCode::Compacted => "compacted",
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::QuotaExceeded => "quota_exceeded",
             ErrorCode::Internal => "internal",
             ErrorCode::NoLeader => "no_leader",
             ErrorCode::Unavailable => "unavailable",
@@ -93,8 +96,8 @@ impl ErrorCode {
     pub fn status(self) -> u16 {
         match self {
             ErrorCode::BadRequest => 400,
-            ErrorCode::Unauthorized => 401,
-            ErrorCode::Forbidden => 403,
+            ErrorCode::Unauthenticated => 401,
+            ErrorCode::PermissionDenied => 403,
             ErrorCode::LeaseNotFound
             | ErrorCode::KeyNotFound
             | ErrorCode::LockNotFound
@@ -111,7 +114,7 @@ impl ErrorCode {
             ErrorCode::IdempotencyKeyReused => 422,
             ErrorCode::Compacted => 410,
             ErrorCode::PayloadTooLarge => 413,
-            ErrorCode::RateLimited => 429,
+            ErrorCode::RateLimited | ErrorCode::QuotaExceeded => 429,
             ErrorCode::Internal => 500,
             ErrorCode::NoLeader | ErrorCode::Unavailable => 503,
             ErrorCode::Indeterminate => 504,
@@ -133,9 +136,9 @@ pub enum ErrorDetail {
     /// 400.
     BadRequest,
     /// 401.
-    Unauthorized,
+    Unauthenticated,
     /// 403.
-    Forbidden,
+    PermissionDenied,
     /// 404.
     LeaseNotFound,
     /// 404.
@@ -190,10 +193,21 @@ pub enum ErrorDetail {
     },
     /// 413.
     PayloadTooLarge,
-    /// 429: a queue is at its bound.
+    /// 429: a queue is at its bound, or the principal sends faster than its rate.
     RateLimited {
-        /// The bound.
-        queue_len_max: u64,
+        /// The queue's bound, when a queue is full.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        queue_len_max: Option<u64>,
+        /// When to try again, when the principal's rate was passed (also `Retry-After`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after_ms: Option<u64>,
+    },
+    /// 429: the principal's quota on `resource` would be passed.
+    QuotaExceeded {
+        /// `leases`, `keys`, `key_bytes`, `waiters` or `watches`.
+        resource: String,
+        /// The principal's limit.
+        limit: u64,
     },
     /// 500: a bug of the server, logged under the response's `x-request-id`.
     Internal,
@@ -216,8 +230,8 @@ impl ErrorDetail {
     pub fn code(&self) -> Option<ErrorCode> {
         Some(match self {
             ErrorDetail::BadRequest => ErrorCode::BadRequest,
-            ErrorDetail::Unauthorized => ErrorCode::Unauthorized,
-            ErrorDetail::Forbidden => ErrorCode::Forbidden,
+            ErrorDetail::Unauthenticated => ErrorCode::Unauthenticated,
+            ErrorDetail::PermissionDenied => ErrorCode::PermissionDenied,
             ErrorDetail::LeaseNotFound => ErrorCode::LeaseNotFound,
             ErrorDetail::KeyNotFound => ErrorCode::KeyNotFound,
             ErrorDetail::LockNotFound => ErrorCode::LockNotFound,
@@ -235,6 +249,7 @@ impl ErrorDetail {
             ErrorDetail::Compacted { .. } => ErrorCode::Compacted,
             ErrorDetail::PayloadTooLarge => ErrorCode::PayloadTooLarge,
             ErrorDetail::RateLimited { .. } => ErrorCode::RateLimited,
+            ErrorDetail::QuotaExceeded { .. } => ErrorCode::QuotaExceeded,
             ErrorDetail::Internal => ErrorCode::Internal,
             ErrorDetail::NoLeader => ErrorCode::NoLeader,
             ErrorDetail::Unavailable => ErrorCode::Unavailable,
@@ -306,8 +321,8 @@ mod tests {
     fn every_code_string_matches_its_serde_name() {
         let all = [
             ErrorCode::BadRequest,
-            ErrorCode::Unauthorized,
-            ErrorCode::Forbidden,
+            ErrorCode::Unauthenticated,
+            ErrorCode::PermissionDenied,
             ErrorCode::LeaseNotFound,
             ErrorCode::KeyNotFound,
             ErrorCode::LockNotFound,
@@ -325,6 +340,7 @@ mod tests {
             ErrorCode::Compacted,
             ErrorCode::PayloadTooLarge,
             ErrorCode::RateLimited,
+            ErrorCode::QuotaExceeded,
             ErrorCode::Internal,
             ErrorCode::NoLeader,
             ErrorCode::Unavailable,

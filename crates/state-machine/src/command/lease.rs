@@ -56,8 +56,13 @@ impl LeaseGrant {
         }
         let lease = LeaseId(sm.next_lease_id);
         sm.next_lease_id += 1;
-        sm.leases
-            .insert(lease, Lease::new(self.ttl_ms, ctx.revision));
+        sm.leases.insert(
+            lease,
+            Lease::new(self.ttl_ms, ctx.revision, ctx.owner.clone()),
+        );
+        if let Some(owner) = &ctx.owner {
+            sm.usage_mut(owner, |u| u.leases += 1);
+        }
         ctx.emit(EventKind::LeaseGranted {
             lease,
             ttl_ms: self.ttl_ms,
@@ -100,6 +105,9 @@ fn end_lease(sm: &mut StateMachine, ctx: &mut Ctx, id: LeaseId, end: LeaseEnd) -
     let Some(lease) = sm.leases.remove(&id) else {
         return Rejection::LeaseNotFound { lease: id }.into();
     };
+    if let Some(owner) = &lease.owner {
+        sm.usage_mut(owner, |u| u.leases = u.leases.saturating_sub(1));
+    }
     ctx.emit(match end {
         LeaseEnd::Revoked => EventKind::LeaseRevoked { lease: id },
         LeaseEnd::Expired => EventKind::LeaseExpired { lease: id },

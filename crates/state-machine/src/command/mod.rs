@@ -18,6 +18,7 @@ pub use semaphore::SemaphoreAcquire;
 pub use txn::{Compare, CompareOp, CompareTarget, Txn, TxnOp};
 pub use wait::{AcquireTimeout, Cancel, LockDelayElapsed};
 
+use crate::caller::Caller;
 use crate::error::Error;
 use crate::ids::LeaseId;
 use crate::limits::Limits;
@@ -33,6 +34,10 @@ pub struct Proposal {
     pub idempotency_key: Option<String>,
     /// The mutation.
     pub command: Command,
+    /// The authenticated principal behind it (`None`: the API runs without auth, or the
+    /// leader's own clock proposed it).
+    #[serde(default)]
+    pub caller: Option<Caller>,
 }
 
 impl From<Command> for Proposal {
@@ -40,6 +45,7 @@ impl From<Command> for Proposal {
         Proposal {
             idempotency_key: None,
             command,
+            caller: None,
         }
     }
 }
@@ -222,10 +228,13 @@ impl Command {
     /// The key under which an `Idempotency-Key` is remembered: scoped to the lease the
     /// command acts for (`lease/key`), or to no lease (`-/key`) for the commands that name
     /// none (lease grants, plain key writes).
-    pub(crate) fn scoped_idempotency_key(&self, key: &str) -> String {
-        match self.lease() {
-            Some(lease) => format!("{lease}/{key}"),
-            None => format!("-/{key}"),
+    /// Lease-less keys of an authenticated caller are scoped to its principal too
+    /// (`-@principal/key`), so principals never share outcomes.
+    pub(crate) fn scoped_idempotency_key(&self, key: &str, caller: Option<&Caller>) -> String {
+        match (self.lease(), caller) {
+            (Some(lease), _) => format!("{lease}/{key}"),
+            (None, Some(caller)) => format!("-@{}/{key}", caller.principal),
+            (None, None) => format!("-/{key}"),
         }
     }
 

@@ -1,0 +1,343 @@
+//! Who proposed a command, when the API authenticates: the principal owns the leases it
+//! grants and the keys it writes, and its quotas are checked where they cannot race, in
+//! `apply` (two nodes granting at once still see one count).
+
+use crate::command::{Command, TxnOp};
+use crate::ids::LeaseId;
+use crate::machine::StateMachine;
+use crate::outcome::Rejection;
+use serde::{Deserialize, Serialize};
+
+/// The authenticated principal behind a proposal, with its replicated quotas.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Caller {
+    /// The principal's name (from the auth file).
+    pub principal: String,
+    /// Admins may use any lease and force-release.
+    pub admin: bool,
+    /// Its limits on replicated state.
+    pub quota: Quota,
+}
+
+/// Limits on what one principal may own at once (`None`: no limit).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Quota {
+    /// Live leases.
+    pub leases: Option<u64>,
+    /// Keys written by the principal and still present.
+    pub keys: Option<u64>,
+    /// Bytes (key + value) of those keys.
+    pub key_bytes: Option<u64>,
+}
+
+/// What one principal owns now; entries at zero are removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Live leases it granted.
+    pub leases: u64,
+    /// Keys it wrote last.
+    pub keys: u64,
+    /// Their bytes (key + value).
+    pub key_bytes: u64,
+}
+
+impl Usage {
+    fn is_zero(&self) -> bool {
+        *self == Usage::default()
+    }
+}
+
+/// The bytes a key counts for in quotas.
+pub(crate) fn key_bytes(key: &str, value: &str) -> u64 {
+    (key.len() + value.len()) as u64
+}
+
+impl Command {
+    /// Every lease the command uses or ends (ownership is checked on each).
+    pub(crate) fn leases_used(&self) -> Vec<LeaseId> {
+        let mut leases: Vec<LeaseId> = self.lease().into_iter().collect();
+        match self {
+            Command::LeaseRevoke(c) => leases.push(c.lease),
+            Command::Txn(txn) => {
+                for op in txn.success.iter().chain(&txn.failure) {
+                    if let TxnOp::Put {
+                        lease: Some(lease), ..
+                    } = op
+                    {
+                        leases.push(*lease);
+                    }
+                }
+            }
+            _ => {}
+        }
+        leases
+    }
+}
+
+impl StateMachine {
+    /// What `principal` owns now.
+    pub fn usage(&self, principal: &str) -> Usage {
+        self.usage.get(principal).copied().unwrap_or_default()
+    }
+
+    pub(crate) fn usage_mut(&mut self, principal: &str, f: impl FnOnce(&mut Usage)) {
+        let entry = self.usage.entry(principal.to_owned()).or_default();
+        f(entry);
+        if entry.is_zero() {
+            self.usage.remove(principal);
+        }
+    }
+
+    /// Refuses a command its caller may not run: another principal's lease (or one granted
+    /// without authentication), a force-release by a non-admin, or a quota it would pass.
+    /// Leases that do not exist are left to the command (it answers `lease_not_found`).
+    pub(crate) fn authorize(&self, caller: &Caller, command: &Command) -> Result<(), Rejection> {
+        if caller.admin {
+            return Ok(());
+        }
+        if matches!(command, Command::ForceRelease(_)) || command.from_leader_clock() {
+            return Err(Rejection::PermissionDenied {
+                reason: format!("{} needs admin rights", command.kind()),
+            });
+        }
+        for lease in command.leases_used() {
+            if let Some(l) = self.leases.get(&lease)
+                && l.owner.as_deref() != Some(caller.principal.as_str())
+            {
+                return Err(Rejection::PermissionDenied {
+                    reason: format!("lease {lease} belongs to another principal"),
+                });
+            }
+        }
+        self.check_quota(caller, command)
+    }
+
+    fn check_quota(&self, caller: &Caller, command: &Command) -> Result<(), Rejection> {
+        let usage = self.usage(&caller.principal);
+        let quota = caller.quota;
+        if let (Command::LeaseGrant(_), Some(max)) = (command, quota.leases)
+            && usage.leases >= max
+        {
+            return Err(Rejection::QuotaExceeded {
+                resource: "leases".into(),
+                limit: max,
+            });
+        }
+        if quota.keys.is_none() && quota.key_bytes.is_none() {
+            return Ok(());
+        }
+        let (new_keys, new_bytes) = self.key_growth(&caller.principal, command);
+        let over = |used: u64, growth: i64, limit: Option<u64>| {
+            limit.filter(|&max| growth > 0 && used.saturating_add(growth as u64) > max)
+        };
+        if let Some(max) = over(usage.keys, new_keys, quota.keys) {
+            return Err(Rejection::QuotaExceeded {
+                resource: "keys".into(),
+                limit: max,
+            });
+        }
+        if let Some(max) = over(usage.key_bytes, new_bytes, quota.key_bytes) {
+            return Err(Rejection::QuotaExceeded {
+                resource: "key_bytes".into(),
+                limit: max,
+            });
+        }
+        Ok(())
+    }
+
+    /// How many keys and bytes a command may add to `principal`'s usage: exact for single
+    /// writes, an upper bound for transactions (the puts of both branches; deletes are not
+    /// subtracted).
+    fn key_growth(&self, principal: &str, command: &Command) -> (i64, i64) {
+        let put = |key: &str, value: &str| -> (i64, i64) {
+            let new = key_bytes(key, value) as i64;
+            match self.keys.records.get(key) {
+                Some(r) if r.owner.as_deref() == Some(principal) => {
+                    (0, new - key_bytes(key, &r.value) as i64)
+                }
+                _ => (1, new),
+            }
+        };
+        match command {
+            Command::Put(c) => put(&c.key, &c.value),
+            // The sequential suffix is 20 digits.
+            Command::PutSequential(c) => (1, key_bytes(&c.prefix, &c.value) as i64 + 20),
+            Command::Txn(txn) => txn
+                .success
+                .iter()
+                .chain(&txn.failure)
+                .filter_map(|op| match op {
+                    TxnOp::Put { key, value, .. } => Some(put(key, value)),
+                    _ => None,
+                })
+                .fold((0, 0), |(k, b), (dk, db)| (k + dk, b + db.max(0))),
+            _ => (0, 0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::*;
+    use crate::*;
+
+    fn caller(name: &str, quota: Quota) -> Option<Caller> {
+        Some(Caller {
+            principal: name.into(),
+            admin: false,
+            quota,
+        })
+    }
+
+    fn as_caller(sm: &mut StateMachine, who: &Option<Caller>, command: Command) -> Response {
+        sm.apply(Proposal {
+            idempotency_key: None,
+            command,
+            caller: who.clone(),
+        })
+        .response
+    }
+
+    fn lease_of(sm: &mut StateMachine, who: &Option<Caller>) -> LeaseId {
+        match as_caller(sm, who, Command::LeaseGrant(LeaseGrant { ttl_ms: 10_000 })) {
+            Response::LeaseGranted { lease, .. } => lease,
+            other => panic!("grant refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn another_principals_lease_cannot_be_used_revoked_or_written_with() {
+        let mut sm = StateMachine::default();
+        let a = caller("a", Quota::default());
+        let b = caller("b", Quota::default());
+        let lease = lease_of(&mut sm, &a);
+        let before = sm.clone();
+        let commands = [
+            Command::LeaseRevoke(LeaseRevoke { lease }),
+            Command::LockAcquire(LockAcquire {
+                name: "L".into(),
+                lease,
+                owner: "o".into(),
+                mode: Mode::Exclusive,
+                wait_ms: 0,
+                lock_delay_ms: 0,
+            }),
+            Command::Put(Put {
+                key: "k".into(),
+                value: "v".into(),
+                lease: Some(lease),
+                prev_revision: None,
+            }),
+            Command::ForceRelease(ForceRelease {
+                resource: ResourceId::lock("L"),
+            }),
+        ];
+        for command in commands {
+            let response = as_caller(&mut sm, &b, command.clone());
+            assert!(
+                matches!(
+                    response,
+                    Response::Rejected(Rejection::PermissionDenied { .. })
+                ),
+                "{command:?}: {response:?}"
+            );
+            assert_eq!(sm, before, "a refusal changes nothing");
+        }
+        let admin = Some(Caller {
+            principal: "ops".into(),
+            admin: true,
+            quota: Quota::default(),
+        });
+        let response = as_caller(&mut sm, &admin, Command::LeaseRevoke(LeaseRevoke { lease }));
+        assert!(matches!(response, Response::LeaseEnded { .. }));
+    }
+
+    #[test]
+    fn leases_granted_without_a_caller_are_only_for_admins_once_callers_are_named() {
+        let mut sm = StateMachine::default();
+        let lease = grant(&mut sm, 10_000);
+        let a = caller("a", Quota::default());
+        let response = as_caller(&mut sm, &a, Command::LeaseRevoke(LeaseRevoke { lease }));
+        assert!(matches!(
+            response,
+            Response::Rejected(Rejection::PermissionDenied { .. })
+        ));
+    }
+
+    #[test]
+    fn quotas_on_leases_keys_and_bytes_refuse_and_change_nothing_and_free_on_delete() {
+        let mut sm = StateMachine::default();
+        let quota = Quota {
+            leases: Some(1),
+            keys: Some(2),
+            key_bytes: Some(10),
+        };
+        let a = caller("a", quota);
+        let lease = lease_of(&mut sm, &a);
+        let before = sm.clone();
+        let refused = as_caller(&mut sm, &a, Command::LeaseGrant(LeaseGrant { ttl_ms: 10 }));
+        assert_eq!(
+            refused,
+            Response::Rejected(Rejection::QuotaExceeded {
+                resource: "leases".into(),
+                limit: 1
+            })
+        );
+        assert_eq!(sm, before);
+        let put = |key: &str, value: &str| {
+            Command::Put(Put {
+                key: key.into(),
+                value: value.into(),
+                lease: None,
+                prev_revision: None,
+            })
+        };
+        assert!(matches!(
+            as_caller(&mut sm, &a, put("k1", "abc")),
+            Response::Put { .. }
+        ));
+        // Overwriting its own key counts the difference only.
+        assert!(matches!(
+            as_caller(&mut sm, &a, put("k1", "abcd")),
+            Response::Put { .. }
+        ));
+        assert_eq!(sm.usage("a").keys, 1);
+        assert_eq!(sm.usage("a").key_bytes, 6);
+        let before = sm.clone();
+        let too_big = as_caller(&mut sm, &a, put("k2", "abcdefgh"));
+        assert!(matches!(
+            too_big,
+            Response::Rejected(Rejection::QuotaExceeded { ref resource, .. }) if resource == "key_bytes"
+        ));
+        assert_eq!(sm, before);
+        assert!(matches!(
+            as_caller(&mut sm, &a, put("k2", "x")),
+            Response::Put { .. }
+        ));
+        let third = as_caller(&mut sm, &a, put("k3", ""));
+        assert!(matches!(
+            third,
+            Response::Rejected(Rejection::QuotaExceeded { ref resource, .. }) if resource == "keys"
+        ));
+        // Another principal's quota is its own.
+        let b = caller("b", quota);
+        assert!(matches!(
+            as_caller(&mut sm, &b, put("k3", "")),
+            Response::Put { .. }
+        ));
+        // Deleting and revoking give the room back.
+        as_caller(
+            &mut sm,
+            &a,
+            Command::Delete(Delete {
+                key: "k1".into(),
+                prev_revision: None,
+            }),
+        );
+        assert_eq!(sm.usage("a").keys, 1);
+        as_caller(&mut sm, &a, Command::LeaseRevoke(LeaseRevoke { lease }));
+        assert_eq!(sm.usage("a").leases, 0);
+        lease_of(&mut sm, &a);
+        sm.check_invariants();
+    }
+}
