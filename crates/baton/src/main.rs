@@ -57,6 +57,12 @@ enum Command {
         after_help = "Examples:\n  baton cluster status\n  baton cluster add 4 10.0.0.4:7071 10.0.0.4:7070\n  baton cluster remove 4"
     )]
     Cluster(cmd::cluster::ClusterCommand),
+    /// Tokens and their hashes for the auth file of `baton serve --auth`.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  baton auth token\n  printf '%s' \"$TOKEN\" | baton auth hash"
+    )]
+    Auth(cmd::auth::AuthCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(
         after_help = "Examples:\n  baton completions bash > /etc/bash_completion.d/baton\n  baton completions zsh > \"${fpath[1]}/_baton\"\n  baton completions fish > ~/.config/fish/completions/baton.fish"
@@ -77,6 +83,7 @@ fn main() {
     let result = match cli.command {
         Command::Serve(args) => serve::run(args).map(|()| 0),
         Command::Lock(args) => cmd::run_locked::run(&global, args),
+        Command::Auth(c) => cmd::auth::run(c),
         Command::Lease(c) => cmd::lease::run(&global, c),
         Command::Kv(c) => cmd::kv::run(&global, c),
         Command::Watch(a) => cmd::watch::run(&global, a),

@@ -2,10 +2,12 @@
 //! both down cleanly on SIGINT or SIGTERM (held-open requests are answered first).
 
 use anyhow::Context;
+use baton_http_api::auth::Auth;
 use baton_http_api::{ApiConfig, AppState};
 use baton_raft_node::{ClusterFile, Node, NodeConfig};
 use clap::Args;
 use std::path::PathBuf;
+use std::sync::Arc;
 use tokio::net::TcpListener;
 
 /// Options of `baton serve`.
@@ -47,11 +49,32 @@ pub struct ServeArgs {
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// Shared secret peers must present (overrides the cluster file).
-    #[arg(long, env = "BATON_CLUSTER_SECRET")]
+    #[arg(long, env = "BATON_CLUSTER_SECRET", hide_env_values = true)]
     secret: Option<String>,
-    /// Bearer token required for admin calls (force-release, membership changes).
-    #[arg(long, env = "BATON_ADMIN_TOKEN")]
+    /// Bearer token required for admin calls (force-release, membership changes) when
+    /// --auth is not given.
+    #[arg(
+        long,
+        env = "BATON_ADMIN_TOKEN",
+        conflicts_with = "auth",
+        hide_env_values = true
+    )]
     admin_token: Option<String>,
+    /// Principals, tokens (as SHA-256) and permissions (TOML; see docs/security.md). Every
+    /// /v1 request then needs `Authorization: Bearer <token>`. Reloaded on SIGHUP.
+    #[arg(long, env = "BATON_AUTH_FILE", value_name = "FILE")]
+    auth: Option<PathBuf>,
+    /// Serve /metrics without a token even with --auth (e.g. for a Prometheus scraper on
+    /// a trusted network).
+    #[arg(long)]
+    metrics_open: bool,
+    /// Log one `baton::access` line per request: principal, route, status, latency, id.
+    #[arg(long)]
+    access_log: bool,
+    /// Allow listening beyond loopback without --auth (API) or a cluster secret (peers).
+    /// Anyone who reaches the port can then take and break every lock.
+    #[arg(long)]
+    insecure_allow_open: bool,
     /// Wait to be added to an existing cluster instead of initialising one.
     #[arg(long)]
     join: bool,
@@ -147,17 +170,84 @@ fn parse_range(text: &str) -> Result<(u64, u64), String> {
 /// Runs a node until SIGINT or SIGTERM.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "info,openraft=warn,sled=warn".into()),
         )
         .init();
     let config = node_config(&args)?;
+    let auth = match &args.auth {
+        Some(path) => Some(Arc::new(Auth::load(path)?)),
+        None => None,
+    };
+    let warnings = check_exposure(&config, auth.is_some(), args.insecure_allow_open)?;
+    for warning in &warnings {
+        tracing::warn!("{warning}");
+    }
+    let api = ApiConfig {
+        admin_token: args.admin_token.clone(),
+        access_log: args.access_log,
+        metrics_open: args.metrics_open,
+        warnings,
+        ..ApiConfig::default()
+    };
     let runtime = tokio::runtime::Runtime::new().context("tokio runtime")?;
-    runtime.block_on(serve(config, args.admin_token))
+    runtime.block_on(serve(config, api, auth))
 }
 
-async fn serve(config: NodeConfig, admin_token: Option<String>) -> anyhow::Result<()> {
+/// Whether `addr` (`host:port`) listens on loopback only.
+fn is_loopback(addr: &str) -> bool {
+    let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Refuses to listen beyond loopback without protection: the API needs --auth, the peer
+/// port a cluster secret. `--insecure-allow-open` turns each refusal into a warning (the
+/// returned list, also shown in `/v1/cluster`).
+fn check_exposure(
+    config: &NodeConfig,
+    auth: bool,
+    insecure_allow_open: bool,
+) -> anyhow::Result<Vec<String>> {
+    let listen = config.listen_addr();
+    let mut problems = Vec::new();
+    if !auth && !is_loopback(&listen.api) {
+        problems.push(format!(
+            "the API listens on {} (beyond loopback) without --auth: anyone who reaches it can take, release and break every lock",
+            listen.api
+        ));
+    }
+    if config.cluster_secret.is_none() && !is_loopback(&listen.peer) {
+        problems.push(format!(
+            "the peer port listens on {} (beyond loopback) without a cluster secret (--secret, BATON_CLUSTER_SECRET or `secret` in the cluster file): anyone who reaches it can join the replication",
+            listen.peer
+        ));
+    }
+    if problems.is_empty() {
+        return Ok(problems);
+    }
+    if !insecure_allow_open {
+        anyhow::bail!(
+            "{}; refusing to start (add the protection, listen on 127.0.0.1, or pass --insecure-allow-open)",
+            problems.join("; ")
+        );
+    }
+    Ok(problems
+        .into_iter()
+        .map(|p| format!("--insecure-allow-open: {p}"))
+        .collect())
+}
+
+async fn serve(
+    config: NodeConfig,
+    api_config: ApiConfig,
+    auth: Option<Arc<Auth>>,
+) -> anyhow::Result<()> {
     let listen_api = config.listen_addr().api.clone();
     let api = TcpListener::bind(&listen_api)
         .await
@@ -171,18 +261,42 @@ async fn serve(config: NodeConfig, admin_token: Option<String>) -> anyhow::Resul
         data = %config.data_dir.display(),
         "baton is serving"
     );
-    let state = AppState::new(
-        node.clone(),
-        ApiConfig {
-            admin_token,
-            ..ApiConfig::default()
-        },
-    );
+    let mut state = AppState::new(node.clone(), api_config);
+    state.auth = auth.clone();
+    if let Some(auth) = &auth {
+        tokio::spawn(reload_on_hangup(auth.clone()));
+    }
     let served = baton_http_api::serve(api, state, shutdown_signal()).await;
     node.shutdown().await;
     served.context("API server")?;
     tracing::info!("baton stopped");
     Ok(())
+}
+
+/// Reloads the auth file on each SIGHUP; a broken file is refused and the rules in force
+/// are kept.
+async fn reload_on_hangup(auth: Arc<Auth>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut hangup = match signal(SignalKind::hangup()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "no SIGHUP handler: the auth file is not reloaded");
+                return;
+            }
+        };
+        while hangup.recv().await.is_some() {
+            match auth.reload() {
+                Ok(principals) => tracing::info!(principals, "auth file reloaded"),
+                Err(e) => {
+                    tracing::error!(error = %e, "auth file refused; the rules in force are kept")
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = auth;
 }
 
 async fn shutdown_signal() {
@@ -205,4 +319,29 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = interrupt.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_is_recognised_in_every_spelling() {
+        for addr in [
+            "127.0.0.1:7070",
+            "127.9.9.9:1",
+            "localhost:7070",
+            "[::1]:7070",
+        ] {
+            assert!(is_loopback(addr), "{addr}");
+        }
+        for addr in [
+            "0.0.0.0:7070",
+            "10.0.0.5:7070",
+            "[::]:7070",
+            "example.com:7070",
+        ] {
+            assert!(!is_loopback(addr), "{addr}");
+        }
+    }
 }

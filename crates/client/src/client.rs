@@ -21,16 +21,36 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How a [`Client`] times and retries its calls: built by [`Client::builder`].
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ClientBuilder {
     endpoints: Vec<String>,
     request_timeout: Duration,
     connect_timeout: Duration,
     attempts: usize,
     retry_pause: Duration,
+    token: Option<String>,
+}
+
+impl std::fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("endpoints", &self.endpoints)
+            .field("request_timeout", &self.request_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("attempts", &self.attempts)
+            .field("retry_pause", &self.retry_pause)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 impl ClientBuilder {
+    /// The bearer token every request carries (servers started with `--auth`).
+    pub fn token(mut self, token: impl Into<String>) -> ClientBuilder {
+        self.token = Some(token.into());
+        self
+    }
+
     /// Timeout of one ordinary request (held-open acquires get their wait on top).
     pub fn request_timeout(mut self, timeout: Duration) -> ClientBuilder {
         self.request_timeout = timeout;
@@ -73,9 +93,17 @@ impl ClientBuilder {
         if endpoints.is_empty() {
             return Err(Error::BadRequest("no endpoints given".into()));
         }
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(token) = &self.token {
+            let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| Error::BadRequest("the token must be visible ASCII".into()))?;
+            value.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
         let http = reqwest::Client::builder()
             .tcp_nodelay(true)
             .connect_timeout(self.connect_timeout)
+            .default_headers(headers)
             .build()
             .map_err(|e| Error::Unreachable(e.to_string()))?;
         Ok(Client {
@@ -193,6 +221,7 @@ impl Client {
             connect_timeout: CONNECT_TIMEOUT,
             attempts: ATTEMPTS_MAX,
             retry_pause: RETRY_PAUSE,
+            token: None,
         }
     }
 

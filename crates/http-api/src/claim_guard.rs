@@ -11,6 +11,7 @@
 //!   place up again (or gets the grant). Only when no request has taken it up when the grace
 //!   ends is the entry cancelled or the grant released.
 
+use crate::auth::Authz;
 use crate::error::ApiResult;
 use crate::state::AppState;
 use baton_state_machine::{
@@ -52,6 +53,8 @@ impl Stage {
 #[derive(Clone)]
 struct Claim {
     state: AppState,
+    /// The principal the acquire is proposed for.
+    authz: Authz,
     resource: ResourceId,
     claimant: Claimant,
     key: Option<String>,
@@ -69,6 +72,7 @@ impl ClaimGuard {
     /// A guard for a claim not yet proposed.
     pub(crate) fn new(
         state: &AppState,
+        authz: &Authz,
         resource: ResourceId,
         claimant: Claimant,
         key: Option<String>,
@@ -76,6 +80,7 @@ impl ClaimGuard {
         ClaimGuard {
             claim: Claim {
                 state: state.clone(),
+                authz: authz.clone(),
                 resource,
                 claimant,
                 key,
@@ -91,7 +96,10 @@ impl ClaimGuard {
         let claim = self.claim.clone();
         let stage = self.stage.clone();
         let task = self.claim.state.tracker.spawn(async move {
-            let result = claim.state.propose(claim.key.clone(), command).await;
+            let result = claim
+                .state
+                .propose(&claim.authz, claim.key.clone(), command)
+                .await;
             let next = Stage::after(&result);
             let abandoned = {
                 let mut now = lock(&stage);

@@ -183,7 +183,11 @@ pub fn error_response(detail: ErrorDetail, message: String) -> Response {
         .code()
         .and_then(|c| StatusCode::from_u16(c.status()).ok())
         .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let code = detail.code();
     let mut response = (status, axum::Json(ErrorBody::new(detail, message))).into_response();
+    if let Some(code) = code {
+        response.extensions_mut().insert(code);
+    }
     if status == StatusCode::SERVICE_UNAVAILABLE {
         response
             .headers_mut()

@@ -8,11 +8,13 @@
 //! - `claim_guard.rs`: the guard over a whole held-open acquire: a client gone at any moment
 //!   leaves no entry and no grant behind; a retry with its `Idempotency-Key` takes it up.
 //! - `convert.rs`: the state machine's types to the wire's (`baton-wire` holds the contract).
+//! - `auth.rs`: principals, rules, the token check, flow control, the access log.
 //! - `extract.rs`: extractors that turn bad input into a 4xx; the admin token.
 //! - `error.rs`: [`ApiError`], each refusal mapped once to its typed error body and status.
 //! - `state.rs`: [`AppState`]: propose, read, names checked against the node's limits.
 //! - `metrics.rs`, `openapi.rs`.
 
+pub mod auth;
 mod claim_guard;
 mod convert;
 mod error;
@@ -57,6 +59,7 @@ impl AppState {
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
             detached: Arc::default(),
+            auth: None,
         }
     }
 }
@@ -104,6 +107,10 @@ pub fn router(state: AppState) -> Router {
             "/v1/cluster/members/{id}",
             axum::routing::delete(cluster::remove_member),
         )
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.config.body_bytes_max))

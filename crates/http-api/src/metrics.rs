@@ -209,5 +209,63 @@ pub fn render(state: &AppState) -> String {
         "Events held for watches.",
         counts.events,
     );
+    if let Some(auth) = &state.auth {
+        render_principals(&mut out, state, auth);
+    }
     out
+}
+
+/// Per principal (a bounded set: the auth file's): requests, refusals by reason, and what
+/// it owns in the replicated state.
+fn render_principals(out: &mut String, state: &AppState, auth: &crate::auth::Auth) {
+    let flows = auth.flows();
+    out.push_str("# HELP baton_principal_requests_total Authenticated requests per principal.\n# TYPE baton_principal_requests_total counter\n");
+    for (name, flow) in &flows {
+        let _ = writeln!(
+            out,
+            "baton_principal_requests_total{{principal=\"{name}\"}} {}",
+            flow.requests.load(Ordering::Relaxed)
+        );
+    }
+    out.push_str("# HELP baton_principal_refused_total Requests refused per principal and reason.\n# TYPE baton_principal_refused_total counter\n");
+    for (name, flow) in &flows {
+        for (reason, counter) in [
+            ("rate_limited", &flow.rate_limited),
+            ("quota_exceeded", &flow.quota_exceeded),
+            ("permission_denied", &flow.permission_denied),
+        ] {
+            let _ = writeln!(
+                out,
+                "baton_principal_refused_total{{principal=\"{name}\",reason=\"{reason}\"}} {}",
+                counter.load(Ordering::Relaxed)
+            );
+        }
+    }
+    out.push_str("# HELP baton_principal_leases Live leases per principal.\n# TYPE baton_principal_leases gauge\n");
+    let usage: Vec<_> = state
+        .node
+        .read_local(|sm| flows.iter().map(|(name, _)| sm.usage(name)).collect());
+    for ((name, _), u) in flows.iter().zip(&usage) {
+        let _ = writeln!(
+            out,
+            "baton_principal_leases{{principal=\"{name}\"}} {}",
+            u.leases
+        );
+    }
+    out.push_str("# HELP baton_principal_keys Keys written by each principal.\n# TYPE baton_principal_keys gauge\n");
+    for ((name, _), u) in flows.iter().zip(&usage) {
+        let _ = writeln!(
+            out,
+            "baton_principal_keys{{principal=\"{name}\"}} {}",
+            u.keys
+        );
+    }
+    out.push_str("# HELP baton_principal_key_bytes Bytes of those keys.\n# TYPE baton_principal_key_bytes gauge\n");
+    for ((name, _), u) in flows.iter().zip(&usage) {
+        let _ = writeln!(
+            out,
+            "baton_principal_key_bytes{{principal=\"{name}\"}} {}",
+            u.key_bytes
+        );
+    }
 }

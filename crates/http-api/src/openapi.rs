@@ -221,6 +221,7 @@ pub(crate) struct Indeterminate(ErrorBody);
         Member,
         Limits,
         ClusterStatus,
+        Security,
         HealthResponse,
         ReadyResponse,
         Consistency,

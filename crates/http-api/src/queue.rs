@@ -6,6 +6,7 @@
 //! away drops the handler; its guard (`claim_guard.rs`, over the whole request) then cancels
 //! the entry or releases the grant the client never saw.
 
+use crate::auth::{Access, Authz, Namespace};
 use crate::claim_guard::ClaimGuard;
 use crate::convert;
 use crate::error::{ApiError, ApiResult};
@@ -98,11 +99,12 @@ enum Scan {
 /// queued, waits for its outcome.
 pub(crate) async fn acquire<R: QueueRequest>(
     state: &AppState,
+    authz: &Authz,
     idempotency_key: Option<String>,
     raw: &str,
     request: R,
 ) -> ApiResult<GrantResponse> {
-    let name = state.name("name", raw)?;
+    let name = state.checked_name(authz, Namespace::of(R::KIND), raw, Access::Write)?;
     let resource = ResourceId {
         kind: R::KIND,
         name: name.clone(),
@@ -113,7 +115,7 @@ pub(crate) async fn acquire<R: QueueRequest>(
         // left before the answer belongs to the lease like any answered one (its TTL bounds
         // it; a retry with the key returns it). Releasing it behind an indeterminate answer
         // would take the hold from a client that may believe it has it.
-        let applied = state.propose(idempotency_key, command).await?;
+        let applied = state.propose(authz, idempotency_key, command).await?;
         return match applied.response {
             Response::Granted(g) => Ok(grant_response(
                 &resource.name,
@@ -124,7 +126,15 @@ pub(crate) async fn acquire<R: QueueRequest>(
             other => Err(ApiError::internal(other)),
         };
     }
-    let mut guard = ClaimGuard::new(state, resource.clone(), claimant.clone(), idempotency_key);
+    // Counted against the principal's held-open waits on this node until answered.
+    let _waiting = authz.enter(false)?;
+    let mut guard = ClaimGuard::new(
+        state,
+        authz,
+        resource.clone(),
+        claimant.clone(),
+        idempotency_key,
+    );
     let applied = guard.propose(command).await?;
     let (enqueued, position) = match applied.response {
         Response::Granted(g) => {

@@ -3,9 +3,11 @@
 //! a name from a path into a checked one (against the node's configured limits: the one
 //! source of limits for the edge, the node and, through `/v1/cluster`, the clients).
 
+use crate::auth::{Access, Auth, Authz, Namespace};
 use crate::claim_guard::Detached;
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Metrics;
+use axum::http::HeaderMap;
 use baton_raft_node::Node;
 use baton_state_machine::{Applied, Command, Limits, Proposal, Response, Revision, StateMachine};
 use baton_wire::Consistency;
@@ -18,8 +20,17 @@ use tokio_util::task::TaskTracker;
 pub struct ApiConfig {
     /// Largest request body.
     pub body_bytes_max: usize,
-    /// If set, force-release and membership changes need `Authorization: Bearer <token>`.
+    /// Without `auth`: if set, force-release and membership changes need
+    /// `Authorization: Bearer <token>`.
     pub admin_token: Option<String>,
+    /// One `baton::access` log line per request.
+    pub access_log: bool,
+    /// `/metrics` answers without a token even when authentication is on.
+    pub metrics_open: bool,
+    /// The API is served over TLS (shown in `/v1/cluster`).
+    pub tls: bool,
+    /// Shown in `/v1/cluster` (e.g. `--insecure-allow-open`).
+    pub warnings: Vec<String>,
     /// How long past its `wait_ms` a held-open acquire waits for the leader's timeout
     /// before proposing the timeout itself.
     pub wait_grace_ms: u64,
@@ -35,6 +46,10 @@ impl Default for ApiConfig {
         ApiConfig {
             body_bytes_max: 2 << 20,
             admin_token: None,
+            access_log: false,
+            metrics_open: false,
+            tls: false,
+            warnings: Vec::new(),
             wait_grace_ms: 2_000,
             watch_progress_ms: 5_000,
             reattach_grace_ms: 5_000,
@@ -58,13 +73,16 @@ pub struct AppState {
     pub tracker: TaskTracker,
     /// Held-open acquires with an `Idempotency-Key`, for retries to take up.
     pub(crate) detached: Arc<Detached>,
+    /// Principals and their rules (`None`: authentication off).
+    pub auth: Option<Arc<Auth>>,
 }
 
 impl AppState {
-    /// Proposes a command through Raft and waits until it is applied here; a refusal
-    /// becomes its `ApiError`.
+    /// Proposes a command through Raft for the request's principal and waits until it is
+    /// applied here; a refusal becomes its `ApiError`.
     pub async fn propose(
         &self,
+        authz: &Authz,
         idempotency_key: Option<String>,
         command: Command,
     ) -> ApiResult<Applied> {
@@ -73,7 +91,7 @@ impl AppState {
             .propose(Proposal {
                 idempotency_key,
                 command,
-                caller: None,
+                caller: authz.caller(),
             })
             .await?;
         match applied.response {
@@ -100,6 +118,28 @@ impl AppState {
             )));
         }
         Ok(raw.to_owned())
+    }
+
+    /// [`AppState::name`] of the resource in `ns`, and the principal's `access` to it.
+    pub fn checked_name(
+        &self,
+        authz: &Authz,
+        ns: Namespace,
+        raw: &str,
+        access: Access,
+    ) -> ApiResult<String> {
+        let name = self.name(ns.field(), raw)?;
+        authz.allow(ns, &name, access)?;
+        Ok(name)
+    }
+
+    /// Admin calls: an admin principal with authentication on; the legacy admin token (if
+    /// set) without it.
+    pub fn require_admin(&self, authz: &Authz, headers: &HeaderMap) -> ApiResult<()> {
+        match authz {
+            Authz::Principal(..) => authz.require_admin(),
+            Authz::Open => crate::extract::require_admin(self, headers),
+        }
     }
 
     /// Checks a prefix (may be empty).

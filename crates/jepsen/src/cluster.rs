@@ -408,6 +408,8 @@ impl Cluster {
             .arg("--data-dir")
             .arg(&node.data_dir)
             .args(["--admin-token", ADMIN_TOKEN])
+            // Its own network namespaces: a private test network, no other host reaches it.
+            .arg("--insecure-allow-open")
             .args(["--event-window", "5000000"])
             .env("RUST_LOG", "info,openraft=warn,sled=warn")
             .stdin(Stdio::null())

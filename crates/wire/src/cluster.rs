@@ -123,6 +123,22 @@ pub struct ClusterStatus {
     pub members: Vec<Member>,
     /// The limits on client input.
     pub limits: Limits,
+    /// How this node protects itself: `auth` (tokens required), `tls` (HTTPS).
+    #[serde(default)]
+    pub security: Security,
+    /// Warnings for operators, e.g. a port open beyond loopback without protection.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// How a node protects its API.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Security {
+    /// Every `/v1` request needs a bearer token.
+    pub auth: bool,
+    /// The API is served over TLS.
+    pub tls: bool,
 }
 
 /// `GET /healthz`.

@@ -1,6 +1,7 @@
 //! The client subcommands, one file each. Every command prints one clear line on error and
 //! exits non-zero; `--json` prints the API's JSON instead of human text.
 
+pub mod auth;
 pub mod cluster;
 pub mod elect;
 pub mod kv;
@@ -28,12 +29,48 @@ pub struct Global {
     /// Print JSON instead of human text.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Bearer token for servers started with --auth (prefer BATON_TOKEN or --token-file:
+    /// a command line is visible to other users of the machine).
+    #[arg(long, env = "BATON_TOKEN", global = true, hide_env_values = true)]
+    pub token: Option<String>,
+    /// A file whose first line is the bearer token.
+    #[arg(
+        long,
+        env = "BATON_TOKEN_FILE",
+        global = true,
+        value_name = "FILE",
+        conflicts_with = "token"
+    )]
+    pub token_file: Option<std::path::PathBuf>,
 }
 
 impl Global {
-    /// A client for the endpoints.
+    /// A client for the endpoints, with the token if one is given.
     pub fn client(&self) -> anyhow::Result<Client> {
-        Ok(Client::new(self.endpoints.split(','))?)
+        let mut builder = Client::builder(self.endpoints.split(','));
+        if let Some(token) = self.token()? {
+            builder = builder.token(token);
+        }
+        Ok(builder.build()?)
+    }
+
+    /// The token from --token / BATON_TOKEN or the first line of --token-file.
+    pub fn token(&self) -> anyhow::Result<Option<String>> {
+        if let Some(token) = &self.token {
+            return Ok(Some(token.trim().to_owned()));
+        }
+        let Some(path) = &self.token_file else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read the token file {}: {e}", path.display()))?;
+        let token = text.lines().next().unwrap_or("").trim().to_owned();
+        anyhow::ensure!(
+            !token.is_empty(),
+            "the token file {} is empty",
+            path.display()
+        );
+        Ok(Some(token))
     }
 
     /// Prints `value` as JSON (the API's shape), or `human` otherwise.

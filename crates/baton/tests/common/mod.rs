@@ -164,7 +164,7 @@ impl Cluster {
         cluster
     }
 
-    fn empty(dir: TempDir) -> Cluster {
+    pub fn empty(dir: TempDir) -> Cluster {
         Cluster {
             dir,
             nodes: BTreeMap::new(),

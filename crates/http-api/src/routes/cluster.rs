@@ -1,14 +1,15 @@
 //! `/v1/cluster`: status and online membership changes.
 
+use crate::auth::Authz;
 use crate::convert;
 use crate::error::ApiResult;
-use crate::extract::{ApiPath, JsonBody, require_admin};
+use crate::extract::{ApiPath, JsonBody};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use baton_raft_node::NodeAddr;
-use baton_wire::{AddMemberRequest, ClusterStatus, Member, MemberRole};
+use baton_wire::{AddMemberRequest, ClusterStatus, Member, MemberRole, Security};
 
 /// The cluster as this node sees it: leader, term, revision, commit index, members with
 /// roles, addresses and replication progress (on the leader), and the limits on input.
@@ -48,6 +49,11 @@ pub(crate) fn status_of(state: &AppState) -> ClusterStatus {
         })
         .collect();
     ClusterStatus {
+        security: Security {
+            auth: state.auth.is_some(),
+            tls: state.config.tls,
+        },
+        warnings: state.config.warnings.clone(),
         cluster: "baton".into(),
         node_id: s.id,
         state: s.state.to_lowercase(),
@@ -83,10 +89,11 @@ pub(crate) fn status_of(state: &AppState) -> ClusterStatus {
     ))]
 pub(crate) async fn add_member(
     State(state): State<AppState>,
+    authz: Authz,
     headers: HeaderMap,
     JsonBody(body): JsonBody<AddMemberRequest>,
 ) -> ApiResult<Json<ClusterStatus>> {
-    require_admin(&state, &headers)?;
+    state.require_admin(&authz, &headers)?;
     let addr = NodeAddr {
         peer: body.peer,
         api: body.api,
@@ -110,10 +117,11 @@ pub(crate) async fn add_member(
     ))]
 pub(crate) async fn remove_member(
     State(state): State<AppState>,
+    authz: Authz,
     headers: HeaderMap,
     ApiPath(id): ApiPath<u64>,
 ) -> ApiResult<Json<ClusterStatus>> {
-    require_admin(&state, &headers)?;
+    state.require_admin(&authz, &headers)?;
     state.node.remove_member(id).await?;
     Ok(Json(status_of(&state)))
 }

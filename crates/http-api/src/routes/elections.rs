@@ -1,6 +1,7 @@
 //! Elections: campaign (held open while queued), proclaim, resign, leader.
 
 use super::shared;
+use crate::auth::{Access, Authz, Namespace};
 use crate::convert;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody};
@@ -32,11 +33,12 @@ use baton_wire::*;
     ))]
 pub(crate) async fn campaign(
     State(state): State<AppState>,
+    authz: Authz,
     IdempotencyKey(key): IdempotencyKey,
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<CampaignRequest>,
 ) -> ApiResult<Json<GrantResponse>> {
-    Ok(Json(queue::acquire(&state, key, &raw, body).await?))
+    Ok(Json(queue::acquire(&state, &authz, key, &raw, body).await?))
 }
 
 /// The leader sets a new value.
@@ -58,17 +60,18 @@ pub(crate) async fn campaign(
     ))]
 pub(crate) async fn proclaim(
     State(state): State<AppState>,
+    authz: Authz,
     IdempotencyKey(key): IdempotencyKey,
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<ProclaimRequest>,
 ) -> ApiResult<Json<ProclaimResponse>> {
     let command = Command::Proclaim(Proclaim {
-        name: state.name("name", &raw)?,
+        name: state.checked_name(&authz, Namespace::Elections, &raw, Access::Write)?,
         lease: LeaseId(body.lease_id),
         fence: body.fence.map(Fence),
         value: body.value,
     });
-    let applied = state.propose(key, command).await?;
+    let applied = state.propose(&authz, key, command).await?;
     match applied.response {
         Response::Proclaimed { fence } => Ok(Json(ProclaimResponse {
             fence: fence.0,
@@ -97,16 +100,17 @@ pub(crate) async fn proclaim(
     ))]
 pub(crate) async fn resign(
     State(state): State<AppState>,
+    authz: Authz,
     IdempotencyKey(key): IdempotencyKey,
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<ResignRequest>,
 ) -> ApiResult<Json<ReleaseResponse>> {
     let command = Command::Resign(Resign {
-        name: state.name("name", &raw)?,
+        name: state.checked_name(&authz, Namespace::Elections, &raw, Access::Write)?,
         lease: LeaseId(body.lease_id),
         fence: body.fence.map(Fence),
     });
-    shared::release_with(&state, key, command).await
+    shared::release_with(&state, &authz, key, command).await
 }
 
 /// The current leader, its value and fence.
@@ -124,10 +128,11 @@ pub(crate) async fn resign(
     ))]
 pub(crate) async fn get(
     State(state): State<AppState>,
+    authz: Authz,
     ApiPath(raw): ApiPath<String>,
     ApiQuery(params): ApiQuery<ReadParams>,
 ) -> ApiResult<Json<ElectionResponse>> {
-    let name = state.name("name", &raw)?;
+    let name = state.checked_name(&authz, Namespace::Elections, &raw, Access::Read)?;
     let (leader, revision) = state
         .read(params.consistency, |sm| sm.election_leader(&name))
         .await?;

@@ -1,6 +1,7 @@
 //! Keys: put (with compare-and-set), sequential create, get, range, delete, delete prefix.
 
 use super::LIST_LIMIT_DEFAULT;
+use crate::auth::{Access, Authz, Namespace};
 use crate::convert;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody};
@@ -33,17 +34,20 @@ use baton_wire::*;
     ))]
 pub(crate) async fn put(
     State(state): State<AppState>,
+    authz: Authz,
     IdempotencyKey(idem): IdempotencyKey,
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<PutRequest>,
 ) -> ApiResult<Json<PutResponse>> {
     let command = Command::Put(Put {
-        key: state.name("key", &raw)?,
+        key: state.checked_name(&authz, Namespace::Keys, &raw, Access::Write)?,
         value: body.value,
         lease: body.lease_id.map(LeaseId),
         prev_revision: body.prev_revision.map(Revision),
     });
-    Ok(Json(put_answer(state.propose(idem, command).await?)?))
+    Ok(Json(put_answer(
+        state.propose(&authz, idem, command).await?,
+    )?))
 }
 
 /// Creates `prefix` + a zero-padded, strictly increasing suffix.
@@ -65,16 +69,17 @@ pub(crate) async fn put(
     ))]
 pub(crate) async fn create_sequential(
     State(state): State<AppState>,
+    authz: Authz,
     IdempotencyKey(idem): IdempotencyKey,
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<SequentialRequest>,
 ) -> ApiResult<(StatusCode, Json<PutResponse>)> {
     let command = Command::PutSequential(PutSequential {
-        prefix: state.name("prefix", &raw)?,
+        prefix: state.checked_name(&authz, Namespace::Keys, &raw, Access::Write)?,
         value: body.value,
         lease: body.lease_id.map(LeaseId),
     });
-    let answer = put_answer(state.propose(idem, command).await?)?;
+    let answer = put_answer(state.propose(&authz, idem, command).await?)?;
     Ok((StatusCode::CREATED, Json(answer)))
 }
 
@@ -110,10 +115,11 @@ fn put_answer(applied: baton_state_machine::Applied) -> ApiResult<PutResponse> {
     ))]
 pub(crate) async fn get(
     State(state): State<AppState>,
+    authz: Authz,
     ApiPath(raw): ApiPath<String>,
     ApiQuery(params): ApiQuery<ReadParams>,
 ) -> ApiResult<Json<KeyResponse>> {
-    let key = state.name("key", &raw)?;
+    let key = state.checked_name(&authz, Namespace::Keys, &raw, Access::Read)?;
     let (kv, revision) = state.read(params.consistency, |sm| sm.get(&key)).await?;
     let kv = kv
         .ok_or_else(|| ApiError::new(ErrorDetail::KeyNotFound, format!("key {key:?} not found")))?;
@@ -135,6 +141,7 @@ pub(crate) async fn get(
     ))]
 pub(crate) async fn range(
     State(state): State<AppState>,
+    authz: Authz,
     ApiQuery(params): ApiQuery<RangeParams>,
 ) -> ApiResult<Json<RangeResponse>> {
     let prefix = state.prefix("prefix", &params.prefix)?;
@@ -144,7 +151,12 @@ pub(crate) async fn range(
         .read(params.consistency, |sm| sm.range(&prefix, limit))
         .await?;
     Ok(Json(RangeResponse {
-        kvs: kvs.iter().map(convert::key_value).collect(),
+        // Only the keys the principal may read (the page may come back shorter).
+        kvs: kvs
+            .iter()
+            .filter(|kv| authz.can(Namespace::Keys, &kv.key, Access::Read))
+            .map(convert::key_value)
+            .collect(),
         more,
         revision: revision.0,
     }))
@@ -169,15 +181,16 @@ pub(crate) async fn range(
     ))]
 pub(crate) async fn delete(
     State(state): State<AppState>,
+    authz: Authz,
     IdempotencyKey(idem): IdempotencyKey,
     ApiPath(raw): ApiPath<String>,
     ApiQuery(params): ApiQuery<DeleteParams>,
 ) -> ApiResult<Json<DeleteResponse>> {
     let command = Command::Delete(Delete {
-        key: state.name("key", &raw)?,
+        key: state.checked_name(&authz, Namespace::Keys, &raw, Access::Write)?,
         prev_revision: params.prev_revision.map(Revision),
     });
-    delete_answer(state.propose(idem, command).await?)
+    delete_answer(state.propose(&authz, idem, command).await?)
 }
 
 /// Deletes every key under a non-empty prefix, in one revision.
@@ -196,13 +209,14 @@ pub(crate) async fn delete(
     ))]
 pub(crate) async fn delete_prefix(
     State(state): State<AppState>,
+    authz: Authz,
     IdempotencyKey(idem): IdempotencyKey,
     ApiQuery(params): ApiQuery<DeletePrefixParams>,
 ) -> ApiResult<Json<DeleteResponse>> {
     let command = Command::DeletePrefix(DeletePrefix {
-        prefix: state.name("prefix", &params.prefix)?,
+        prefix: state.checked_name(&authz, Namespace::Keys, &params.prefix, Access::Write)?,
     });
-    delete_answer(state.propose(idem, command).await?)
+    delete_answer(state.propose(&authz, idem, command).await?)
 }
 
 fn delete_answer(applied: baton_state_machine::Applied) -> ApiResult<Json<DeleteResponse>> {

@@ -1,5 +1,6 @@
 //! Leases: grant, keepalive, get, list, revoke.
 
+use crate::auth::Authz;
 use crate::convert;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody};
@@ -27,11 +28,13 @@ use baton_wire::*;
     ))]
 pub(crate) async fn grant(
     State(state): State<AppState>,
+    authz: Authz,
     IdempotencyKey(key): IdempotencyKey,
     JsonBody(body): JsonBody<LeaseGrantRequest>,
 ) -> ApiResult<(StatusCode, Json<LeaseResponse>)> {
     let applied = state
         .propose(
+            &authz,
             key,
             Command::LeaseGrant(LeaseGrant {
                 ttl_ms: body.ttl_ms,
@@ -64,8 +67,10 @@ pub(crate) async fn grant(
     ))]
 pub(crate) async fn keepalive(
     State(state): State<AppState>,
+    authz: Authz,
     ApiPath(id): ApiPath<u64>,
 ) -> ApiResult<Json<KeepaliveResponse>> {
+    check_owner(&state, &authz, id).await?;
     match state.node.keepalive(LeaseId(id)).await? {
         Some(ttl_ms) => Ok(Json(KeepaliveResponse {
             lease_id: id,
@@ -91,6 +96,7 @@ pub(crate) async fn keepalive(
     ))]
 pub(crate) async fn get(
     State(state): State<AppState>,
+    authz: Authz,
     ApiPath(id): ApiPath<u64>,
     ApiQuery(params): ApiQuery<ReadParams>,
 ) -> ApiResult<Json<LeaseInfoResponse>> {
@@ -98,6 +104,9 @@ pub(crate) async fn get(
         .read(params.consistency, |sm| sm.lease(LeaseId(id)))
         .await?;
     let info = info.ok_or_else(|| lease_not_found(id))?;
+    if !authz.owns(info.principal.as_deref()) {
+        return Err(not_yours(id));
+    }
     // The remaining TTL lives on the leader's clock only; unknown if it cannot be asked.
     let remaining_ms = state
         .node
@@ -136,10 +145,19 @@ pub(crate) async fn get(
     ))]
 pub(crate) async fn list(
     State(state): State<AppState>,
+    authz: Authz,
     ApiQuery(params): ApiQuery<ReadParams>,
 ) -> ApiResult<Json<LeaseListResponse>> {
+    // A principal sees its own leases; admins (and everyone without auth) see all.
     let (leases, revision) = state
-        .read(params.consistency, |sm| sm.lease_clock())
+        .read(params.consistency, |sm| {
+            let mut leases = sm.lease_clock();
+            if !authz.sees_all() {
+                leases
+                    .retain(|l| authz.owns(sm.lease(l.lease).and_then(|i| i.principal).as_deref()));
+            }
+            leases
+        })
         .await?;
     Ok(Json(LeaseListResponse {
         leases: leases
@@ -170,11 +188,13 @@ pub(crate) async fn list(
     ))]
 pub(crate) async fn revoke(
     State(state): State<AppState>,
+    authz: Authz,
     IdempotencyKey(key): IdempotencyKey,
     ApiPath(id): ApiPath<u64>,
 ) -> ApiResult<Json<RevokeResponse>> {
     let applied = state
         .propose(
+            &authz,
             key,
             Command::LeaseRevoke(LeaseRevoke { lease: LeaseId(id) }),
         )
@@ -195,6 +215,32 @@ pub(crate) async fn revoke(
         waits_cancelled,
         revision: applied.revision.0,
     }))
+}
+
+/// Refuses a keepalive of another principal's lease. Owners never change, so the local
+/// state answers when it has the lease; a node that does not have it yet asks the leader
+/// (a lease granted a moment ago elsewhere).
+async fn check_owner(state: &AppState, authz: &Authz, id: u64) -> ApiResult<()> {
+    if authz.sees_all() {
+        return Ok(());
+    }
+    let owner =
+        |sm: &baton_state_machine::StateMachine| sm.lease(LeaseId(id)).map(|info| info.principal);
+    let owner = match state.node.read_local(owner) {
+        Some(owner) => Some(owner),
+        None => state.node.read(owner).await?,
+    };
+    match owner {
+        Some(owner) if !authz.owns(owner.as_deref()) => Err(not_yours(id)),
+        _ => Ok(()),
+    }
+}
+
+fn not_yours(id: u64) -> ApiError {
+    ApiError::new(
+        ErrorDetail::PermissionDenied,
+        format!("lease {id} belongs to another principal"),
+    )
 }
 
 fn lease_not_found(id: u64) -> ApiError {

@@ -3,9 +3,10 @@
 
 use super::LIST_LIMIT_DEFAULT;
 use super::shared;
+use crate::auth::{Access, Authz, Namespace};
 use crate::convert;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody, require_admin};
+use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody};
 use crate::openapi::*;
 use crate::queue;
 use crate::state::AppState;
@@ -36,11 +37,12 @@ use baton_wire::*;
     ))]
 pub(crate) async fn acquire(
     State(state): State<AppState>,
+    authz: Authz,
     IdempotencyKey(key): IdempotencyKey,
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<AcquireRequest>,
 ) -> ApiResult<Json<GrantResponse>> {
-    Ok(Json(queue::acquire(&state, key, &raw, body).await?))
+    Ok(Json(queue::acquire(&state, &authz, key, &raw, body).await?))
 }
 
 /// Releases a lock (one re-entrant count), or cancels a queued acquire.
@@ -62,12 +64,13 @@ pub(crate) async fn acquire(
     ))]
 pub(crate) async fn release(
     State(state): State<AppState>,
+    authz: Authz,
     IdempotencyKey(key): IdempotencyKey,
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<ReleaseRequest>,
 ) -> ApiResult<Json<ReleaseResponse>> {
-    let release = shared::release_of(&state, &raw, body)?;
-    shared::release_with(&state, key, Command::LockRelease(release)).await
+    let release = shared::release_of(&state, &authz, Namespace::Locks, &raw, body)?;
+    shared::release_with(&state, &authz, key, Command::LockRelease(release)).await
 }
 
 /// Whether a fence is the current grant (linearizable).
@@ -85,10 +88,11 @@ pub(crate) async fn release(
     ))]
 pub(crate) async fn check(
     State(state): State<AppState>,
+    authz: Authz,
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<CheckRequest>,
 ) -> ApiResult<Json<CheckResponse>> {
-    let id = ResourceId::lock(state.name("name", &raw)?);
+    let id = ResourceId::lock(state.checked_name(&authz, Namespace::Locks, &raw, Access::Read)?);
     let (check, revision) = state
         .read(Consistency::Linearizable, |sm| {
             sm.check_fence(&id, Fence(body.fence))
@@ -116,10 +120,11 @@ pub(crate) async fn check(
     ))]
 pub(crate) async fn get(
     State(state): State<AppState>,
+    authz: Authz,
     ApiPath(raw): ApiPath<String>,
     ApiQuery(params): ApiQuery<ReadParams>,
 ) -> ApiResult<Json<LockStateResponse>> {
-    let id = ResourceId::lock(state.name("name", &raw)?);
+    let id = ResourceId::lock(state.checked_name(&authz, Namespace::Locks, &raw, Access::Read)?);
     shared::state_of(&state, id, params.consistency).await
 }
 
@@ -135,6 +140,7 @@ pub(crate) async fn get(
     ))]
 pub(crate) async fn list(
     State(state): State<AppState>,
+    authz: Authz,
     ApiQuery(params): ApiQuery<LockListParams>,
 ) -> ApiResult<Json<LockListResponse>> {
     let prefix = state.prefix("prefix", &params.prefix)?;
@@ -149,7 +155,12 @@ pub(crate) async fn list(
         })
         .await?;
     Ok(Json(LockListResponse {
-        locks: locks.iter().map(convert::lock_summary).collect(),
+        // Only the locks the principal may read (the page may come back shorter).
+        locks: locks
+            .iter()
+            .filter(|l| authz.can(Namespace::Locks, &l.resource.name, Access::Read))
+            .map(convert::lock_summary)
+            .collect(),
         revision: revision.0,
     }))
 }
@@ -172,14 +183,19 @@ pub(crate) async fn list(
     ))]
 pub(crate) async fn force_release(
     State(state): State<AppState>,
+    authz: Authz,
     headers: HeaderMap,
     IdempotencyKey(key): IdempotencyKey,
     ApiPath(raw): ApiPath<String>,
 ) -> ApiResult<Json<ForceReleaseResponse>> {
-    require_admin(&state, &headers)?;
+    state.require_admin(&authz, &headers)?;
     let resource = ResourceId::lock(state.name("name", &raw)?);
     let applied = state
-        .propose(key, Command::ForceRelease(ForceRelease { resource }))
+        .propose(
+            &authz,
+            key,
+            Command::ForceRelease(ForceRelease { resource }),
+        )
         .await?;
     match applied.response {
         Response::ForceReleased { holders } => Ok(Json(ForceReleaseResponse {

@@ -1,6 +1,7 @@
 //! Semaphores: acquire permits (held open while queued), release, state.
 
 use super::shared;
+use crate::auth::{Access, Authz, Namespace};
 use crate::error::ApiResult;
 use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody};
 use crate::openapi::*;
@@ -31,11 +32,12 @@ use baton_wire::*;
     ))]
 pub(crate) async fn acquire(
     State(state): State<AppState>,
+    authz: Authz,
     IdempotencyKey(key): IdempotencyKey,
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<SemaphoreAcquireRequest>,
 ) -> ApiResult<Json<GrantResponse>> {
-    Ok(Json(queue::acquire(&state, key, &raw, body).await?))
+    Ok(Json(queue::acquire(&state, &authz, key, &raw, body).await?))
 }
 
 /// Releases a semaphore hold, or cancels a queued acquire.
@@ -57,12 +59,13 @@ pub(crate) async fn acquire(
     ))]
 pub(crate) async fn release(
     State(state): State<AppState>,
+    authz: Authz,
     IdempotencyKey(key): IdempotencyKey,
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<ReleaseRequest>,
 ) -> ApiResult<Json<ReleaseResponse>> {
-    let release = shared::release_of(&state, &raw, body)?;
-    shared::release_with(&state, key, Command::SemaphoreRelease(release)).await
+    let release = shared::release_of(&state, &authz, Namespace::Semaphores, &raw, body)?;
+    shared::release_with(&state, &authz, key, Command::SemaphoreRelease(release)).await
 }
 
 /// A semaphore's holders, queue and limit.
@@ -80,9 +83,15 @@ pub(crate) async fn release(
     ))]
 pub(crate) async fn get(
     State(state): State<AppState>,
+    authz: Authz,
     ApiPath(raw): ApiPath<String>,
     ApiQuery(params): ApiQuery<ReadParams>,
 ) -> ApiResult<Json<LockStateResponse>> {
-    let id = ResourceId::semaphore(state.name("name", &raw)?);
+    let id = ResourceId::semaphore(state.checked_name(
+        &authz,
+        Namespace::Semaphores,
+        &raw,
+        Access::Read,
+    )?);
     shared::state_of(&state, id, params.consistency).await
 }

@@ -1,6 +1,7 @@
 //! What the lock, semaphore and election routes share: the release answer, the release
 //! payload, the state of a queued resource, and the read parameters.
 
+use crate::auth::{Access, Authz, Namespace};
 use crate::convert;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
@@ -9,9 +10,15 @@ use baton_state_machine::{Command, Fence, LeaseId, Release, ResourceId, Response
 use baton_wire::{Consistency, LockStateResponse, ReleaseRequest, ReleaseResponse};
 
 /// The release payload of a lock or semaphore release request.
-pub(crate) fn release_of(state: &AppState, raw: &str, body: ReleaseRequest) -> ApiResult<Release> {
+pub(crate) fn release_of(
+    state: &AppState,
+    authz: &Authz,
+    ns: Namespace,
+    raw: &str,
+    body: ReleaseRequest,
+) -> ApiResult<Release> {
     Ok(Release {
-        name: state.name("name", raw)?,
+        name: state.checked_name(authz, ns, raw, Access::Write)?,
         lease: LeaseId(body.lease_id),
         owner: body.owner,
         fence: body.fence.map(Fence),
@@ -21,10 +28,11 @@ pub(crate) fn release_of(state: &AppState, raw: &str, body: ReleaseRequest) -> A
 /// Proposes a release-like command (release, resign, cancel) and shapes its answer.
 pub(crate) async fn release_with(
     state: &AppState,
+    authz: &Authz,
     key: Option<String>,
     command: Command,
 ) -> ApiResult<Json<ReleaseResponse>> {
-    let applied = state.propose(key, command).await?;
+    let applied = state.propose(authz, key, command).await?;
     let revision = applied.revision.0;
     match applied.response {
         Response::Released {

@@ -1,6 +1,7 @@
 //! `POST /v1/txn`: etcd-style compares, then the success or failure operations, in one
 //! revision.
 
+use crate::auth::{Access, Authz, Namespace};
 use crate::convert;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{IdempotencyKey, JsonBody};
@@ -33,9 +34,27 @@ const RANGE_LIMIT_DEFAULT: usize = 100;
     ))]
 pub(crate) async fn txn(
     State(state): State<AppState>,
+    authz: Authz,
     IdempotencyKey(idem): IdempotencyKey,
     JsonBody(body): JsonBody<TxnRequest>,
 ) -> ApiResult<Json<TxnResponse>> {
+    // Every key compared or read needs read, every key written needs write.
+    for c in &body.compare {
+        authz.allow(Namespace::Keys, &c.key, Access::Read)?;
+    }
+    for op in body.success.iter().chain(&body.failure) {
+        match op {
+            wire::TxnOp::Put { key, .. } | wire::TxnOp::Delete { key } => {
+                authz.allow(Namespace::Keys, key, Access::Write)?
+            }
+            wire::TxnOp::DeletePrefix { prefix } => {
+                authz.allow(Namespace::Keys, prefix, Access::Write)?
+            }
+            wire::TxnOp::Range { prefix, .. } => {
+                authz.allow(Namespace::Keys, prefix, Access::Read)?
+            }
+        }
+    }
     let txn = Txn {
         compare: body
             .compare
@@ -45,7 +64,7 @@ pub(crate) async fn txn(
         success: body.success.into_iter().map(op).collect(),
         failure: body.failure.into_iter().map(op).collect(),
     };
-    let applied = state.propose(idem, Command::Txn(txn)).await?;
+    let applied = state.propose(&authz, idem, Command::Txn(txn)).await?;
     match applied.response {
         Response::Txn { succeeded, results } => Ok(Json(TxnResponse {
             succeeded,

@@ -3,6 +3,7 @@
 //! filter and without duplicates; a `progress` event carries the revision everything up to
 //! which has been delivered; a start older than the window is 410 `compacted`.
 
+use crate::auth::{Access, Authz, FlowGuard, Namespace};
 use crate::convert;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiQuery;
@@ -59,6 +60,29 @@ fn filter(state: &AppState, p: &WatchParams) -> ApiResult<EventFilter> {
     }
 }
 
+/// A watch needs `read` on `watches` for what it names (everything: the empty prefix); a
+/// lease's events are for its owner. Events are filtered again one by one.
+fn permit(state: &AppState, authz: &Authz, filter: &EventFilter) -> ApiResult<()> {
+    let ns = Namespace::Watches;
+    match filter {
+        EventFilter::All => authz.allow(ns, "", Access::Read),
+        EventFilter::Key(k) | EventFilter::Prefix(k) => authz.allow(ns, k, Access::Read),
+        EventFilter::Resource(r) => authz.allow(ns, &r.name, Access::Read),
+        EventFilter::Lease(l) => {
+            let owner = state
+                .node
+                .read_local(|sm| sm.lease(*l).map(|info| info.principal));
+            match owner {
+                Some(owner) if !authz.owns(owner.as_deref()) => Err(ApiError::new(
+                    baton_wire::ErrorDetail::PermissionDenied,
+                    format!("lease {l} belongs to another principal"),
+                )),
+                _ => Ok(()),
+            }
+        }
+    }
+}
+
 /// Streams events matching the filter.
 #[utoipa::path(get, path = "/v1/watch", operation_id = "watch_watch",
     params(
@@ -73,10 +97,13 @@ fn filter(state: &AppState, p: &WatchParams) -> ApiResult<EventFilter> {
     ))]
 pub(crate) async fn watch(
     State(state): State<AppState>,
+    authz: Authz,
     headers: HeaderMap,
     ApiQuery(params): ApiQuery<WatchParams>,
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
     let filter = filter(&state, &params)?;
+    permit(&state, &authz, &filter)?;
+    let quota = authz.enter(true)?;
     let resume = match headers.get("last-event-id") {
         Some(v) => Some(
             v.to_str()
@@ -103,6 +130,8 @@ pub(crate) async fn watch(
         raft: state.node.raft().metrics(),
         leaderless_since: None,
         open: OpenWatch::new(&state),
+        quota,
+        authz,
         state,
         filter,
         from,
@@ -152,6 +181,11 @@ struct WatchStream {
     tick: Duration,
     #[allow(dead_code)] // held for its Drop
     open: OpenWatch,
+    /// Counts against the principal's open watches on this node while it lives.
+    #[allow(dead_code)] // held for its Drop
+    quota: Option<FlowGuard>,
+    /// Who watches: each event is shown only if its key or resource is readable.
+    authz: Authz,
 }
 
 impl WatchStream {
@@ -241,7 +275,7 @@ impl WatchStream {
                     let drop = self.sent == 20
                         && baton_raft_node::hooks::canary()
                             == Some(baton_raft_node::hooks::Canary::DropWatchEvent);
-                    if !drop {
+                    if !drop && self.authz.sees_event(&e.kind) {
                         self.buffer.push_back(sse_event(e));
                     }
                 }
