@@ -204,6 +204,17 @@ async fn cluster_health_metrics_openapi_and_index() {
     assert_eq!(status, 200);
     assert!(doc["paths"]["/v1/locks/{name}/acquire"]["post"].is_object());
     assert!(doc["components"]["schemas"]["AcquireRequest"].is_object());
+    // Every /v1 operation documents the refusals of `--auth`.
+    for status in ["401", "403", "429"] {
+        assert!(
+            doc["paths"]["/v1/locks/{name}/acquire"]["post"]["responses"][status].is_object(),
+            "{status}"
+        );
+    }
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearer"]["scheme"],
+        "bearer"
+    );
     let page = c.http.get(c.node(1).url("/")).send().await.unwrap();
     assert!(page.headers().contains_key("x-request-id"));
     assert!(page.text().await.unwrap().contains("Node <b>1</b>"));

@@ -248,7 +248,66 @@ pub fn document(limits: &NodeLimits, body_bytes_max: usize) -> Value {
     tighten_compare(&mut doc, limits);
     close_txn_ops(&mut doc);
     bound_unsigned(&mut doc);
+    add_auth_responses(&mut doc);
     doc
+}
+
+/// With `--auth`, every `/v1` operation (and `/metrics`) can answer 401
+/// `unauthenticated`, 403 `permission_denied` and 429 (`rate_limited`, `quota_exceeded`);
+/// the bearer scheme is declared for clients to use.
+fn add_auth_responses(doc: &mut Value) {
+    let error = serde_json::json!({"$ref": "#/components/schemas/ErrorBody"});
+    let response = |description: &str| {
+        serde_json::json!({
+            "description": description,
+            "content": {"application/json": {"schema": error.clone()}}
+        })
+    };
+    let added = [
+        (
+            "401",
+            response(
+                "`unauthenticated`: the server runs with `--auth` and no valid bearer token was sent",
+            ),
+        ),
+        (
+            "403",
+            response(
+                "`permission_denied`: no rule of the principal allows this, or the lease belongs to another principal",
+            ),
+        ),
+        (
+            "429",
+            response(
+                "`rate_limited` (the principal's request rate; `Retry-After`) or `quota_exceeded` (`resource`, `limit`)",
+            ),
+        ),
+    ];
+    if let Some(Value::Object(paths)) = doc.get_mut("paths") {
+        for (path, item) in paths.iter_mut() {
+            if !(path.starts_with("/v1/") || path == "/metrics") {
+                continue;
+            }
+            let Value::Object(operations) = item else {
+                continue;
+            };
+            for operation in operations.values_mut() {
+                if let Some(Value::Object(responses)) = operation.get_mut("responses") {
+                    for (status, body) in &added {
+                        responses
+                            .entry(status.to_string())
+                            .or_insert_with(|| body.clone());
+                    }
+                }
+            }
+        }
+    }
+    if let Some(Value::Object(components)) = doc.get_mut("components") {
+        components.insert(
+            "securitySchemes".into(),
+            serde_json::json!({"bearer": {"type": "http", "scheme": "bearer", "description": "A principal's token (`baton serve --auth FILE`, docs/security.md)"}}),
+        );
+    }
 }
 
 /// Sets `keyword` to `value` on the property `property` of every object schema inside the
