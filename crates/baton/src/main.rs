@@ -26,7 +26,7 @@ struct Cli {
 enum Command {
     /// Run a node (with no arguments: a single-node cluster, data in ./baton-data, API on
     /// 127.0.0.1:7070, peers on 127.0.0.1:7071).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Run a command while holding a lock (the fence in BATON_FENCE).
     Lock(cmd::run_locked::LockArgs),
     /// Leases.
@@ -81,7 +81,7 @@ fn main() {
     let cli = Cli::parse();
     let global = cli.global;
     let result = match cli.command {
-        Command::Serve(args) => serve::run(args).map(|()| 0),
+        Command::Serve(args) => serve::run(*args).map(|()| 0),
         Command::Lock(args) => cmd::run_locked::run(&global, args),
         Command::Auth(c) => cmd::auth::run(c),
         Command::Lease(c) => cmd::lease::run(&global, c),

@@ -4,6 +4,7 @@
 use anyhow::Context;
 use baton_http_api::auth::Auth;
 use baton_http_api::{ApiConfig, AppState};
+use baton_raft_node::tls::{ReloadableTls, TlsListener};
 use baton_raft_node::{ClusterFile, Node, NodeConfig};
 use clap::Args;
 use std::path::PathBuf;
@@ -75,6 +76,21 @@ pub struct ServeArgs {
     /// Anyone who reaches the port can then take and break every lock.
     #[arg(long)]
     insecure_allow_open: bool,
+    /// Serve the client API over TLS with this certificate chain (PEM); re-read on SIGHUP.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Mutual TLS between members: this node's peer certificate chain (PEM).
+    #[arg(long, value_name = "FILE", requires_all = ["peer_tls_key", "peer_ca"])]
+    peer_tls_cert: Option<PathBuf>,
+    /// The key of --peer-tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires_all = ["peer_tls_cert", "peer_ca"])]
+    peer_tls_key: Option<PathBuf>,
+    /// The CA bundle (PEM) that signs every member's peer certificate.
+    #[arg(long, value_name = "FILE", requires_all = ["peer_tls_cert", "peer_tls_key"])]
+    peer_ca: Option<PathBuf>,
     /// Wait to be added to an existing cluster instead of initialising one.
     #[arg(long)]
     join: bool,
@@ -141,6 +157,22 @@ fn node_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
     if args.secret.is_some() {
         config.cluster_secret.clone_from(&args.secret);
     }
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        config.api_tls = Some(baton_raft_node::tls::TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: None,
+        });
+    }
+    if let (Some(cert), Some(key), Some(ca)) =
+        (&args.peer_tls_cert, &args.peer_tls_key, &args.peer_ca)
+    {
+        config.peer_tls = Some(baton_raft_node::tls::PeerTls {
+            cert: cert.clone(),
+            key: key.clone(),
+            ca: ca.clone(),
+        });
+    }
     config.join_existing = args.join;
     if let Some(revisions) = args.event_window {
         anyhow::ensure!(revisions > 0, "--event-window must be positive");
@@ -186,6 +218,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!("{warning}");
     }
     let api = ApiConfig {
+        tls: config.api_tls.is_some(),
         admin_token: args.admin_token.clone(),
         access_log: args.access_log,
         metrics_open: args.metrics_open,
@@ -222,9 +255,9 @@ fn check_exposure(
             listen.api
         ));
     }
-    if config.cluster_secret.is_none() && !is_loopback(&listen.peer) {
+    if config.cluster_secret.is_none() && config.peer_tls.is_none() && !is_loopback(&listen.peer) {
         problems.push(format!(
-            "the peer port listens on {} (beyond loopback) without a cluster secret (--secret, BATON_CLUSTER_SECRET or `secret` in the cluster file): anyone who reaches it can join the replication",
+            "the peer port listens on {} (beyond loopback) without mutual TLS (--peer-tls-cert, --peer-tls-key, --peer-ca) or a cluster secret (--secret, BATON_CLUSTER_SECRET or `secret` in the cluster file): anyone who reaches it can join the replication",
             listen.peer
         ));
     }
@@ -249,6 +282,10 @@ async fn serve(
     auth: Option<Arc<Auth>>,
 ) -> anyhow::Result<()> {
     let listen_api = config.listen_addr().api.clone();
+    let api_tls = match &config.api_tls {
+        Some(files) => Some(ReloadableTls::load(files.clone()).context("API TLS")?),
+        None => None,
+    };
     let api = TcpListener::bind(&listen_api)
         .await
         .with_context(|| format!("bind the API on {listen_api}"))?;
@@ -263,19 +300,27 @@ async fn serve(
     );
     let mut state = AppState::new(node.clone(), api_config);
     state.auth = auth.clone();
-    if let Some(auth) = &auth {
-        tokio::spawn(reload_on_hangup(auth.clone()));
-    }
-    let served = baton_http_api::serve(api, state, shutdown_signal()).await;
+    tokio::spawn(reload_on_hangup(auth, api_tls.clone(), node.clone()));
+    let served = match api_tls {
+        Some(tls) => {
+            let listener = TlsListener::new(api, tls)?;
+            baton_http_api::serve(listener, state, shutdown_signal()).await
+        }
+        None => baton_http_api::serve(api, state, shutdown_signal()).await,
+    };
     node.shutdown().await;
     served.context("API server")?;
     tracing::info!("baton stopped");
     Ok(())
 }
 
-/// Reloads the auth file on each SIGHUP; a broken file is refused and the rules in force
-/// are kept.
-async fn reload_on_hangup(auth: Arc<Auth>) {
+/// On each SIGHUP re-reads the auth file and the certificates (API and peers); whatever
+/// is broken is refused and what is in force is kept.
+async fn reload_on_hangup(
+    auth: Option<Arc<Auth>>,
+    api_tls: Option<Arc<ReloadableTls>>,
+    node: Node,
+) {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
@@ -287,16 +332,29 @@ async fn reload_on_hangup(auth: Arc<Auth>) {
             }
         };
         while hangup.recv().await.is_some() {
-            match auth.reload() {
-                Ok(principals) => tracing::info!(principals, "auth file reloaded"),
-                Err(e) => {
-                    tracing::error!(error = %e, "auth file refused; the rules in force are kept")
+            if let Some(auth) = &auth {
+                match auth.reload() {
+                    Ok(principals) => tracing::info!(principals, "auth file reloaded"),
+                    Err(e) => {
+                        tracing::error!(error = %e, "auth file refused; the rules in force are kept")
+                    }
                 }
+            }
+            if let Some(tls) = &api_tls {
+                match tls.reload() {
+                    Ok(()) => tracing::info!("API certificate reloaded"),
+                    Err(e) => {
+                        tracing::error!(error = %e, "API certificate refused; the one in force is kept")
+                    }
+                }
+            }
+            if let Err(e) = node.reload_tls() {
+                tracing::error!(error = %e, "peer certificates refused; the ones in force are kept");
             }
         }
     }
     #[cfg(not(unix))]
-    let _ = auth;
+    let _ = (auth, api_tls, node);
 }
 
 async fn shutdown_signal() {

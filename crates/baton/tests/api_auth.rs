@@ -776,7 +776,7 @@ async fn ports_beyond_loopback_without_protection_are_refused_at_start_unless_al
             &advertise_peer,
         ],
     );
-    assert!(err.contains("without a cluster secret"), "{err}");
+    assert!(err.contains("without mutual TLS"), "{err}");
     // Allowed explicitly: it starts, and says so in /v1/cluster.
     let port = free_port();
     let data = dir.path().join("open");

@@ -29,6 +29,7 @@ pub struct ClientBuilder {
     attempts: usize,
     retry_pause: Duration,
     token: Option<String>,
+    ca_pem: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -40,11 +41,19 @@ impl std::fmt::Debug for ClientBuilder {
             .field("attempts", &self.attempts)
             .field("retry_pause", &self.retry_pause)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("ca", &self.ca_pem.is_some())
             .finish()
     }
 }
 
 impl ClientBuilder {
+    /// Trust only this CA bundle (PEM) for `https://` endpoints; bare `host:port`
+    /// endpoints then mean `https://host:port`.
+    pub fn ca_cert_pem(mut self, pem: impl Into<Vec<u8>>) -> ClientBuilder {
+        self.ca_pem = Some(pem.into());
+        self
+    }
+
     /// The bearer token every request carries (servers started with `--auth`).
     pub fn token(mut self, token: impl Into<String>) -> ClientBuilder {
         self.token = Some(token.into());
@@ -77,6 +86,11 @@ impl ClientBuilder {
 
     /// The client.
     pub fn build(self) -> Result<Client> {
+        let scheme = if self.ca_pem.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         let endpoints: Vec<String> = self
             .endpoints
             .iter()
@@ -85,7 +99,7 @@ impl ClientBuilder {
                 if e.starts_with("http://") || e.starts_with("https://") {
                     e.to_owned()
                 } else {
-                    format!("http://{e}")
+                    format!("{scheme}://{e}")
                 }
             })
             .filter(|e| e.len() > "http://".len())
@@ -100,10 +114,24 @@ impl ClientBuilder {
             value.set_sensitive(true);
             headers.insert(reqwest::header::AUTHORIZATION, value);
         }
-        let http = reqwest::Client::builder()
+        let mut http = reqwest::Client::builder()
             .tcp_nodelay(true)
             .connect_timeout(self.connect_timeout)
-            .default_headers(headers)
+            .default_headers(headers);
+        if let Some(pem) = &self.ca_pem {
+            let certs = reqwest::Certificate::from_pem_bundle(pem)
+                .map_err(|e| Error::BadRequest(format!("the CA bundle: {e}")))?;
+            if certs.is_empty() {
+                return Err(Error::BadRequest(
+                    "the CA bundle holds no certificate".into(),
+                ));
+            }
+            http = http.tls_built_in_root_certs(false);
+            for cert in certs {
+                http = http.add_root_certificate(cert);
+            }
+        }
+        let http = http
             .build()
             .map_err(|e| Error::Unreachable(e.to_string()))?;
         Ok(Client {
@@ -113,6 +141,7 @@ impl ClientBuilder {
                 preferred: AtomicUsize::new(0),
                 http,
                 limits: tokio::sync::OnceCell::new(),
+                scheme,
                 request_timeout: self.request_timeout,
                 attempts: self.attempts,
                 retry_pause: self.retry_pause,
@@ -135,6 +164,8 @@ struct Inner {
     http: reqwest::Client,
     /// The cluster's limits, read once from `/v1/cluster`.
     limits: tokio::sync::OnceCell<Limits>,
+    /// `http` or `https` (with a CA): how advertised `host:port` addresses are reached.
+    scheme: &'static str,
     request_timeout: Duration,
     attempts: usize,
     retry_pause: Duration,
@@ -222,6 +253,7 @@ impl Client {
             attempts: ATTEMPTS_MAX,
             retry_pause: RETRY_PAUSE,
             token: None,
+            ca_pem: None,
         }
     }
 
@@ -263,7 +295,7 @@ impl Client {
                 continue;
             };
             if let Some(api) = status.leader_api {
-                let url = format!("http://{api}");
+                let url = format!("{}://{api}", self.inner.scheme);
                 if let Some(i) = self.inner.endpoints.iter().position(|e| *e == url) {
                     self.prefer(i);
                 }

@@ -40,7 +40,6 @@ use routes::*;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -148,11 +147,15 @@ async fn method_not_allowed() -> ApiError {
 /// Serves the API on `listener` until `shutdown` resolves. Then held-open requests are
 /// answered at once (503) and their queue entries cancelled, watches end, and in-flight
 /// requests finish before this returns.
-pub async fn serve(
-    listener: TcpListener,
+pub async fn serve<L>(
+    listener: L,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
+) -> std::io::Result<()>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
     let leader_watch = state.tracker.spawn(count_leader_changes(state.clone()));
     let stop = state.shutdown.clone();
     let result = axum::serve(listener, router(state.clone()))

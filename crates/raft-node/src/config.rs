@@ -1,6 +1,7 @@
 //! `NodeConfig`, validated at startup, and `cluster.toml`.
 
 use crate::error::NodeError;
+use crate::tls::{PeerTls, TlsFiles};
 use crate::types::{NodeAddr, NodeId};
 use baton_state_machine::{Bounds, Limits};
 use serde::Deserialize;
@@ -42,6 +43,11 @@ pub struct NodeConfig {
     pub append_bytes_max: usize,
     /// Shared secret every peer request must carry (`None`: none required).
     pub cluster_secret: Option<String>,
+    /// Mutual TLS between members (`None`: plain HTTP on the peer port).
+    pub peer_tls: Option<PeerTls>,
+    /// TLS of the client API (served by the API layer; kept here with the other
+    /// per-node settings of the cluster file).
+    pub api_tls: Option<TlsFiles>,
     /// How long a proposal may take before its outcome is reported as unknown.
     pub propose_timeout_ms: u64,
     /// How long a new member may take to catch up as a learner before it is removed again
@@ -89,6 +95,8 @@ impl NodeConfig {
             append_entries_max: 512,
             append_bytes_max: 4 << 20,
             cluster_secret: None,
+            peer_tls: None,
+            api_tls: None,
             propose_timeout_ms: 5_000,
             member_catchup_timeout_ms: 30_000,
             member_lag_max: 1_000,
@@ -275,6 +283,16 @@ pub struct ClusterNode {
     pub listen_api: Option<String>,
     /// Where this node listens for peers, if not on `peer`.
     pub listen_peer: Option<String>,
+    /// Its client API certificate chain (PEM): the API is served over TLS.
+    pub tls_cert: Option<PathBuf>,
+    /// The key of `tls_cert` (PEM).
+    pub tls_key: Option<PathBuf>,
+    /// Its peer certificate chain (PEM): mutual TLS between members.
+    pub peer_tls_cert: Option<PathBuf>,
+    /// The key of `peer_tls_cert` (PEM).
+    pub peer_tls_key: Option<PathBuf>,
+    /// The CA bundle (PEM) that signs every member's peer certificate.
+    pub peer_ca: Option<PathBuf>,
 }
 
 impl ClusterFile {
@@ -324,6 +342,41 @@ impl ClusterFile {
         }
         config.members = self.node.iter().map(|n| (n.id, addr_of(n))).collect();
         config.cluster_secret = self.secret.clone();
+        let path = |p: &Option<PathBuf>| {
+            p.as_ref().map(|p| {
+                if p.is_relative() {
+                    base.join(p)
+                } else {
+                    p.clone()
+                }
+            })
+        };
+        config.api_tls = match (path(&me.tls_cert), path(&me.tls_key)) {
+            (Some(cert), Some(key)) => Some(TlsFiles {
+                cert,
+                key,
+                client_ca: None,
+            }),
+            (None, None) => None,
+            _ => {
+                return Err(NodeError::Config(format!(
+                    "node {id}: tls_cert and tls_key go together"
+                )));
+            }
+        };
+        config.peer_tls = match (
+            path(&me.peer_tls_cert),
+            path(&me.peer_tls_key),
+            path(&me.peer_ca),
+        ) {
+            (Some(cert), Some(key), Some(ca)) => Some(PeerTls { cert, key, ca }),
+            (None, None, None) => None,
+            _ => {
+                return Err(NodeError::Config(format!(
+                    "node {id}: peer_tls_cert, peer_tls_key and peer_ca go together"
+                )));
+            }
+        };
         config.limits = self.limits.clone();
         self.raft.apply(&mut config);
         Ok(config)

@@ -28,6 +28,7 @@ mod membership;
 pub mod network;
 mod node;
 pub mod store;
+pub mod tls;
 mod types;
 mod worker;
 

@@ -48,6 +48,8 @@ struct NodeInner {
     raft: Raft,
     sm: Arc<SmShared>,
     peers: PeerClient,
+    /// The peer port's TLS (mutual), re-read by [`Node::reload_tls`].
+    peer_tls: Option<Arc<crate::tls::ReloadableTls>>,
     proposals: mpsc::Sender<Pending>,
     reads: mpsc::Sender<ReadReply>,
     clock: mpsc::Sender<ClockRequest>,
@@ -101,6 +103,20 @@ pub struct MemberStatus {
 }
 
 impl Node {
+    /// Re-reads the peer port's certificate, key and CA (server and client side); on an
+    /// error the ones in force are kept.
+    pub fn reload_tls(&self) -> Result<(), NodeError> {
+        if let Some(tls) = &self.inner.peer_tls {
+            tls.reload()
+                .map_err(|e| NodeError::Config(format!("peer TLS: {e}")))?;
+            self.inner
+                .peers
+                .reload_tls()
+                .map_err(|e| NodeError::Config(format!("peer TLS: {e}")))?;
+        }
+        Ok(())
+    }
+
     /// Starts a node listening for peers on `config.listen_addr().peer`.
     pub async fn start(config: NodeConfig) -> Result<Node, NodeError> {
         let listen = config.listen_addr().peer.clone();
@@ -121,8 +137,15 @@ impl Node {
         let (log, sm) = store::open_with(&db, config.bounds.clone())?;
         let committed = log.committed_index();
         let shared = sm.shared();
-        let peers = PeerClient::new(config.cluster_secret.clone())
+        let peers = PeerClient::new(config.cluster_secret.clone(), config.peer_tls.clone())
             .map_err(|e| NodeError::Config(e.to_string()))?;
+        let peer_tls = match &config.peer_tls {
+            Some(tls) => Some(
+                crate::tls::ReloadableTls::load(tls.server_files())
+                    .map_err(|e| NodeError::Config(format!("peer TLS: {e}")))?,
+            ),
+            None => None,
+        };
         let raft_config = Arc::new(config.raft_config()?);
         let raft = Raft::new(
             config.id,
@@ -147,6 +170,7 @@ impl Node {
                 raft: raft.clone(),
                 sm: shared,
                 peers,
+                peer_tls,
                 proposals,
                 reads,
                 clock,
@@ -175,14 +199,17 @@ impl Node {
         let (cancel, tracker) = (inner.cancel.clone(), inner.tracker.clone());
         let app = network::router(self.clone());
         let stop = cancel.clone().cancelled_owned();
-        tracker.spawn(async move {
-            if let Err(e) = axum::serve(listener, app)
-                .with_graceful_shutdown(stop)
-                .await
-            {
-                tracing::error!(error = %e, "peer server failed");
+        match inner.peer_tls.clone() {
+            Some(tls) => match crate::tls::TlsListener::new(listener, tls) {
+                Ok(listener) => {
+                    tracker.spawn(serve_peers(listener, app, stop));
+                }
+                Err(e) => tracing::error!(error = %e, "peer TLS listener failed"),
+            },
+            None => {
+                tracker.spawn(serve_peers(listener, app, stop));
             }
-        });
+        }
         let bounds = BatchBounds {
             proposals_max: inner.config.batch_proposals_max,
             bytes_max: inner.config.batch_bytes_max,
@@ -711,6 +738,23 @@ impl RouteLocal<LeaseId> for Option<u64> {
             Route::Remaining => node.lease_remaining_here(lease).await,
             _ => node.keepalive_here(lease).await,
         }
+    }
+}
+
+/// Serves the peer router on `listener` (plain TCP or TLS) until `stop`.
+async fn serve_peers<L>(
+    listener: L,
+    app: axum::Router,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await
+    {
+        tracing::error!(error = %e, "peer server failed");
     }
 }
 

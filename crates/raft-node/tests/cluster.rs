@@ -225,7 +225,7 @@ async fn peers_must_present_the_cluster_secret() {
         .await
         .unwrap();
     assert_eq!(refused.status().as_u16(), 401);
-    let wrong = baton_raft_node::network::PeerClient::new(Some("guess".into())).unwrap();
+    let wrong = baton_raft_node::network::PeerClient::new(Some("guess".into()), None).unwrap();
     let err = wrong
         .call::<(), Result<u64, baton_raft_node::network::PeerFailure>>(
             &peer.to_string(),

@@ -16,7 +16,7 @@ async fn forwarded_proposals_are_validated_and_clock_commands_refused() {
     let cluster = Cluster::start(1, |_| {}).await;
     let leader = cluster.node(cluster.leader().await).clone();
     let lease = grant_lease(&leader, 60_000).await;
-    let peers = PeerClient::new(None).unwrap();
+    let peers = PeerClient::new(None, None).unwrap();
     let peer = leader.peer_addr().to_string();
     let revision = leader.status().revision;
     let forged = [

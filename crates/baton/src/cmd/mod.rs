@@ -33,6 +33,10 @@ pub struct Global {
     /// a command line is visible to other users of the machine).
     #[arg(long, env = "BATON_TOKEN", global = true, hide_env_values = true)]
     pub token: Option<String>,
+    /// A CA bundle (PEM) to trust for the servers' TLS certificates; endpoints without a
+    /// scheme then use https.
+    #[arg(long, env = "BATON_CACERT", global = true, value_name = "FILE")]
+    pub cacert: Option<std::path::PathBuf>,
     /// A file whose first line is the bearer token.
     #[arg(
         long,
@@ -50,6 +54,12 @@ impl Global {
         let mut builder = Client::builder(self.endpoints.split(','));
         if let Some(token) = self.token()? {
             builder = builder.token(token);
+        }
+        if let Some(path) = &self.cacert {
+            let pem = std::fs::read(path).map_err(|e| {
+                anyhow::anyhow!("cannot read the CA bundle {}: {e}", path.display())
+            })?;
+            builder = builder.ca_cert_pem(pem);
         }
         Ok(builder.build()?)
     }

@@ -3,6 +3,7 @@
 
 use super::SECRET_HEADER;
 use crate::codec;
+use crate::tls::PeerTls;
 use crate::types::{NodeAddr, NodeId, RpcError, TypeConfig};
 use openraft::error::{InstallSnapshotError, NetworkError, RaftError, RemoteError, Unreachable};
 use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
@@ -32,26 +33,52 @@ pub enum PeerError {
 /// A cheap, cloneable client for peer calls.
 #[derive(Clone)]
 pub struct PeerClient {
-    http: reqwest::Client,
+    /// Swapped whole when the TLS files are re-read.
+    http: Arc<std::sync::RwLock<reqwest::Client>>,
     secret: Option<Arc<str>>,
+    tls: Option<PeerTls>,
 }
 
 impl PeerClient {
-    /// A client presenting `secret` (if any) on every call.
-    pub fn new(secret: Option<String>) -> Result<PeerClient, PeerError> {
-        let http = reqwest::Client::builder()
-            .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(30))
-            .connect_timeout(Duration::from_secs(1))
-            .build()
-            .map_err(|e| PeerError::Network(e.to_string()))?;
+    /// A client presenting `secret` (if any) on every call, over mutual TLS with `tls`.
+    pub fn new(secret: Option<String>, tls: Option<PeerTls>) -> Result<PeerClient, PeerError> {
+        let http = Self::build(tls.as_ref())?;
         Ok(PeerClient {
-            http,
+            http: Arc::new(std::sync::RwLock::new(http)),
             secret: secret.map(Arc::from),
+            tls,
         })
     }
 
-    /// POSTs a bincode body to `http://{addr}{path}` and decodes the bincode reply.
+    fn build(tls: Option<&PeerTls>) -> Result<reqwest::Client, PeerError> {
+        let builder = reqwest::Client::builder()
+            .tcp_nodelay(true)
+            .pool_idle_timeout(Duration::from_secs(30))
+            .connect_timeout(Duration::from_secs(1));
+        match tls {
+            Some(tls) => tls
+                .http_client(builder)
+                .map_err(|e| PeerError::Network(e.to_string())),
+            None => builder
+                .build()
+                .map_err(|e| PeerError::Network(e.to_string())),
+        }
+    }
+
+    /// Re-reads this node's certificate, key and CA (new connections use them).
+    pub fn reload_tls(&self) -> Result<(), PeerError> {
+        if self.tls.is_some() {
+            let http = Self::build(self.tls.as_ref())?;
+            *self.http.write().unwrap_or_else(|e| e.into_inner()) = http;
+        }
+        Ok(())
+    }
+
+    fn http(&self) -> reqwest::Client {
+        self.http.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// POSTs a bincode body to `http(s)://{addr}{path}` and decodes the bincode reply.
     pub async fn call<Req: Serialize, Resp: DeserializeOwned>(
         &self,
         addr: &str,
@@ -60,9 +87,10 @@ impl PeerClient {
         timeout: Duration,
     ) -> Result<Resp, PeerError> {
         let bytes = codec::encode(body).map_err(|e| PeerError::Network(e.to_string()))?;
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         let mut request = self
-            .http
-            .post(format!("http://{addr}{path}"))
+            .http()
+            .post(format!("{scheme}://{addr}{path}"))
             .timeout(timeout)
             .body(bytes);
         if let Some(secret) = &self.secret {

@@ -1,0 +1,253 @@
+//! TLS on both ports (rustls with ring): a server configuration that is re-read from its
+//! files on demand (SIGHUP), a listener that runs handshakes off the accept loop (a slow
+//! or silent client cannot hold up others), and the peer client's identity.
+
+use rustls::ServerConfig;
+use rustls::server::WebPkiClientVerifier;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
+
+/// How long a client has to finish its handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Handshaken connections waiting for the server to take them.
+const ACCEPTED_QUEUE: usize = 128;
+
+/// Why TLS material could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A file could not be read or holds no usable PEM.
+    #[error("{path}: {message}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// rustls refused the material (e.g. a key that does not match the certificate).
+    #[error("TLS configuration: {0}")]
+    Config(String),
+}
+
+/// The files of one side's TLS: its certificate chain and key, and for mutual TLS the CA
+/// that signs the other side's certificates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// PEM certificate chain, leaf first.
+    pub cert: PathBuf,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// PEM CA bundle: clients must present a certificate it signed (mutual TLS).
+    pub client_ca: Option<PathBuf>,
+}
+
+fn file_error(path: &Path, message: impl std::fmt::Display) -> TlsError {
+    TlsError::File {
+        path: path.to_owned(),
+        message: message.to_string(),
+    }
+}
+
+/// Every certificate in a PEM file (at least one).
+pub fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| file_error(path, e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| file_error(path, e))?;
+    if certs.is_empty() {
+        return Err(file_error(path, "no PEM certificate in it"));
+    }
+    Ok(certs)
+}
+
+fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_file(path).map_err(|e| file_error(path, e))
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A root store of the CA bundle at `path`.
+fn roots(path: &Path) -> Result<rustls::RootCertStore, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in read_certs(path)? {
+        roots.add(cert).map_err(|e| file_error(path, e))?;
+    }
+    Ok(roots)
+}
+
+fn server_config(files: &TlsFiles) -> Result<ServerConfig, TlsError> {
+    let certs = read_certs(&files.cert)?;
+    let key = read_key(&files.key)?;
+    let builder = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    let builder = match &files.client_ca {
+        Some(ca) => {
+            let verifier =
+                WebPkiClientVerifier::builder_with_provider(Arc::new(roots(ca)?), provider())
+                    .build()
+                    .map_err(|e| TlsError::Config(e.to_string()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder
+        .with_single_cert(certs, key)
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// A server's TLS configuration, read from its files and re-read by [`ReloadableTls::reload`].
+#[derive(Debug)]
+pub struct ReloadableTls {
+    files: TlsFiles,
+    config: RwLock<Arc<ServerConfig>>,
+}
+
+impl ReloadableTls {
+    /// Reads the files; fails if any is missing, unreadable or does not fit.
+    pub fn load(files: TlsFiles) -> Result<Arc<ReloadableTls>, TlsError> {
+        let config = server_config(&files)?;
+        Ok(Arc::new(ReloadableTls {
+            files,
+            config: RwLock::new(Arc::new(config)),
+        }))
+    }
+
+    /// Reads the files again; on any error the configuration in force is kept. New
+    /// connections use the new one; open ones keep theirs.
+    pub fn reload(&self) -> Result<(), TlsError> {
+        let config = server_config(&self.files)?;
+        *self.config.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config);
+        Ok(())
+    }
+
+    fn acceptor(&self) -> TlsAcceptor {
+        TlsAcceptor::from(
+            self.config
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        )
+    }
+}
+
+/// A TLS listener for `axum::serve`: TCP connections are accepted in a task of their own
+/// and each handshake runs in its own task with a deadline; only finished handshakes
+/// reach the server. A failed handshake (wrong CA, plain HTTP, no client certificate) is
+/// logged at debug level and dropped.
+pub struct TlsListener {
+    accepted: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    local: SocketAddr,
+}
+
+impl TlsListener {
+    /// Serves TLS with `tls` on `tcp`. The accept task ends when the listener is dropped.
+    pub fn new(tcp: TcpListener, tls: Arc<ReloadableTls>) -> std::io::Result<TlsListener> {
+        let local = tcp.local_addr()?;
+        let (tx, accepted) = mpsc::channel(ACCEPTED_QUEUE);
+        tokio::spawn(async move {
+            loop {
+                let (stream, peer) = tokio::select! {
+                    accepted = tcp.accept() => match accepted {
+                        Ok(pair) => pair,
+                        Err(e) => {
+                            // Out of descriptors and the like: wait for some to free up.
+                            tracing::warn!(error = %e, "accept failed");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            continue;
+                        }
+                    },
+                    () = tx.closed() => return,
+                };
+                let _ = stream.set_nodelay(true);
+                let acceptor = tls.acceptor();
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(tls_stream)) => {
+                            let _ = tx.send((tls_stream, peer)).await;
+                        }
+                        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    }
+                });
+            }
+        });
+        Ok(TlsListener { accepted, local })
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.accepted.recv().await {
+            Some(pair) => pair,
+            // The accept task only ends once this listener is gone.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.local)
+    }
+}
+
+/// The peer client's side of mutual TLS: the CA that signs the members' certificates, and
+/// this node's own certificate and key, presented to every member.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerTls {
+    /// This node's certificate chain (PEM); it serves the peer port with it too.
+    pub cert: PathBuf,
+    /// Its key (PEM).
+    pub key: PathBuf,
+    /// The CA bundle (PEM) every member's certificate must be signed by.
+    pub ca: PathBuf,
+}
+
+impl PeerTls {
+    /// The peer port's server side: this node's certificate, clients verified by the CA.
+    pub fn server_files(&self) -> TlsFiles {
+        TlsFiles {
+            cert: self.cert.clone(),
+            key: self.key.clone(),
+            client_ca: Some(self.ca.clone()),
+        }
+    }
+
+    /// A reqwest client that trusts only the CA and presents this node's certificate.
+    pub(crate) fn http_client(
+        &self,
+        builder: reqwest::ClientBuilder,
+    ) -> Result<reqwest::Client, TlsError> {
+        let read = |path: &Path| std::fs::read(path).map_err(|e| file_error(path, e));
+        let mut identity = read(&self.key)?;
+        identity.push(b'\n');
+        identity.extend(read(&self.cert)?);
+        let identity = reqwest::Identity::from_pem(&identity)
+            .map_err(|e| TlsError::Config(format!("this node's certificate and key: {e}")))?;
+        let mut builder = builder
+            .use_rustls_tls()
+            .tls_built_in_root_certs(false)
+            .identity(identity);
+        for cert in read_certs(&self.ca)? {
+            let cert = reqwest::Certificate::from_der(cert.as_ref())
+                .map_err(|e| file_error(&self.ca, e))?;
+            builder = builder.add_root_certificate(cert);
+        }
+        builder.build().map_err(|e| TlsError::Config(e.to_string()))
+    }
+}
