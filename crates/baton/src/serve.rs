@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
-/// Options of `baton serve`.
-#[derive(Args, Debug)]
+/// Options of `baton serve` (no `Debug`: they hold secrets).
+#[derive(Args)]
 #[command(
     after_help = "Examples:\n  baton serve\n  baton serve --config cluster.toml --node 2\n  baton serve --api 0.0.0.0:7070 --advertise-api 10.0.0.5:7070 --peer 10.0.0.5:7071 --data-dir /var/lib/baton"
 )]
@@ -155,7 +155,7 @@ fn node_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
         config.data_dir.clone_from(dir);
     }
     if args.secret.is_some() {
-        config.cluster_secret.clone_from(&args.secret);
+        config.cluster_secret = args.secret.clone().map(baton_raft_node::Secret::new);
     }
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         config.api_tls = Some(baton_raft_node::tls::TlsFiles {
@@ -219,7 +219,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let api = ApiConfig {
         tls: config.api_tls.is_some(),
-        admin_token: args.admin_token.clone(),
+        admin_token: args.admin_token.clone().map(baton_raft_node::Secret::new),
         access_log: args.access_log,
         metrics_open: args.metrics_open,
         warnings,

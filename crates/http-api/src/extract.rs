@@ -116,7 +116,7 @@ pub fn require_admin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiErr
             ErrorDetail::Unauthenticated,
             "an admin bearer token is required",
         )),
-        Some(p) if p == token => Ok(()),
+        Some(p) if token.matches(p.as_bytes()) => Ok(()),
         Some(_) => Err(ApiError::new(
             ErrorDetail::PermissionDenied,
             "this token may not do that",

@@ -22,7 +22,7 @@ pub struct ApiConfig {
     pub body_bytes_max: usize,
     /// Without `auth`: if set, force-release and membership changes need
     /// `Authorization: Bearer <token>`.
-    pub admin_token: Option<String>,
+    pub admin_token: Option<baton_raft_node::Secret>,
     /// One `baton::access` log line per request.
     pub access_log: bool,
     /// `/metrics` answers without a token even when authentication is on.

@@ -1,6 +1,7 @@
 //! `NodeConfig`, validated at startup, and `cluster.toml`.
 
 use crate::error::NodeError;
+use crate::secret::Secret;
 use crate::tls::{PeerTls, TlsFiles};
 use crate::types::{NodeAddr, NodeId};
 use baton_state_machine::{Bounds, Limits};
@@ -42,7 +43,7 @@ pub struct NodeConfig {
     /// Bytes per AppendEntries (at least one entry is always sent).
     pub append_bytes_max: usize,
     /// Shared secret every peer request must carry (`None`: none required).
-    pub cluster_secret: Option<String>,
+    pub cluster_secret: Option<Secret>,
     /// Mutual TLS between members (`None`: plain HTTP on the peer port).
     pub peer_tls: Option<PeerTls>,
     /// TLS of the client API (served by the API layer; kept here with the other
@@ -202,7 +203,7 @@ impl NodeConfig {
 pub struct ClusterFile {
     /// Shared secret for peer traffic.
     #[serde(default)]
-    pub secret: Option<String>,
+    pub secret: Option<Secret>,
     /// Limits on client input, enforced by every node and reported in `/v1/cluster`
     /// (every member should carry the same table).
     #[serde(default)]

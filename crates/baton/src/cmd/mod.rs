@@ -15,8 +15,8 @@ use baton_client::Client;
 use clap::Args;
 use serde::Serialize;
 
-/// Options every client command takes.
-#[derive(Args, Debug, Clone)]
+/// Options every client command takes (no `Debug`: it holds the token).
+#[derive(Args, Clone)]
 pub struct Global {
     /// Comma-separated node API addresses; the first that answers is used.
     #[arg(

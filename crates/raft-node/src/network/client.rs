@@ -35,17 +35,20 @@ pub enum PeerError {
 pub struct PeerClient {
     /// Swapped whole when the TLS files are re-read.
     http: Arc<std::sync::RwLock<reqwest::Client>>,
-    secret: Option<Arc<str>>,
+    secret: Option<crate::Secret>,
     tls: Option<PeerTls>,
 }
 
 impl PeerClient {
     /// A client presenting `secret` (if any) on every call, over mutual TLS with `tls`.
-    pub fn new(secret: Option<String>, tls: Option<PeerTls>) -> Result<PeerClient, PeerError> {
+    pub fn new(
+        secret: Option<crate::Secret>,
+        tls: Option<PeerTls>,
+    ) -> Result<PeerClient, PeerError> {
         let http = Self::build(tls.as_ref())?;
         Ok(PeerClient {
             http: Arc::new(std::sync::RwLock::new(http)),
-            secret: secret.map(Arc::from),
+            secret,
             tls,
         })
     }
@@ -94,7 +97,7 @@ impl PeerClient {
             .timeout(timeout)
             .body(bytes);
         if let Some(secret) = &self.secret {
-            request = request.header(SECRET_HEADER, secret.as_ref());
+            request = request.header(SECRET_HEADER, secret.expose());
         }
         let response = request.send().await.map_err(|e| {
             if e.is_connect() {

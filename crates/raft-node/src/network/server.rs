@@ -92,13 +92,13 @@ pub fn router(node: Node) -> Router {
 }
 
 async fn check_secret(
-    State(secret): State<Option<String>>,
+    State(secret): State<Option<crate::Secret>>,
     request: Request,
     next: Next,
 ) -> Response {
     if let Some(expected) = &secret {
         let presented = request.headers().get(SECRET_HEADER).map(|v| v.as_bytes());
-        if presented != Some(expected.as_bytes()) {
+        if !presented.is_some_and(|p| expected.matches(p)) {
             return (StatusCode::UNAUTHORIZED, "cluster secret required").into_response();
         }
     }
