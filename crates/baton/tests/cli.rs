@@ -533,3 +533,55 @@ async fn a_queued_baton_lock_tells_its_place_in_the_queue() {
         .unwrap();
     assert_eq!(status.code(), Some(0));
 }
+
+/// `script` (util-linux) runs `baton lock` on a new pseudo-terminal as its controlling
+/// terminal, the way a login shell would. The command reads a line from the terminal: it
+/// can only do so as the foreground process group (otherwise SIGTTIN stops it and the run
+/// never ends), and baton can only exit cleanly if it takes the terminal back without
+/// being stopped by SIGTTOU.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interactive_command_gets_the_terminal_and_baton_takes_it_back() {
+    if Command::new("script").arg("--version").output().is_err() {
+        panic!("`script` (util-linux) is needed; .ci/deps installs bsdutils");
+    }
+    let c = Cluster::single().await;
+    let inner = format!(
+        "{bin} lock tty-test -- sh -c 'read line; echo \"got:$line\"'",
+        bin = env!("CARGO_BIN_EXE_baton")
+    );
+    let mut run = Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .env("BATON_ENDPOINTS", endpoints(&c))
+        .env("RUST_LOG", "error")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    let mut input = run.stdin.take().unwrap();
+    input.write_all(b"hello\n").unwrap();
+    input.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = run.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = run.kill();
+            let _ = run.wait();
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    drop(input);
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut run.stdout.take().unwrap(), &mut out).unwrap();
+    let status = status
+        .unwrap_or_else(|| panic!("the run never ended (stopped by SIGTTIN or SIGTTOU?):\n{out}"));
+    assert!(status.success(), "{status}:\n{out}");
+    assert!(out.contains("got:hello"), "{out}");
+    // The lock was released when the command ended.
+    let (_, lock) = c.get(1, "/v1/locks/tty-test").await.unwrap();
+    assert_eq!(lock["holders"], serde_json::json!([]), "{lock}");
+}

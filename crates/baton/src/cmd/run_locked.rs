@@ -131,6 +131,9 @@ async fn run_async(global: &Global, args: LockArgs) -> anyhow::Result<i32> {
         .spawn()
         .with_context(|| format!("start {}", args.command[0]))?;
     let pgid = Pid::from_raw(child.id().context("child pid")? as i32);
+    // An interactive CMD reads the terminal: give it the foreground, and take it back
+    // when it is done (whatever ends it).
+    let terminal = Terminal::hand_to(pgid);
     let end = {
         // Scoped: the watch behind `lost` ends before the guard is released.
         let lost = guard.lost();
@@ -153,6 +156,9 @@ async fn run_async(global: &Global, args: LockArgs) -> anyhow::Result<i32> {
             }
         }
     };
+    if let Some(terminal) = terminal {
+        terminal.take_back();
+    }
     let code = match end {
         End::Exited(status) => {
             if let Err(
@@ -394,4 +400,47 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
         .unwrap_or_else(|_| "host".into())
+}
+
+/// The controlling terminal handed to CMD's process group while it runs, as a shell does
+/// for a foreground job.
+struct Terminal {
+    fd: std::os::fd::OwnedFd,
+    own: Pid,
+}
+
+impl Terminal {
+    /// When stdin is the terminal and baton is in its foreground, makes `pgid` the
+    /// foreground process group (and wakes it, in case CMD already read and was stopped).
+    fn hand_to(pgid: Pid) -> Option<Terminal> {
+        use std::io::IsTerminal;
+        let stdin = std::io::stdin();
+        if !stdin.is_terminal() {
+            return None;
+        }
+        let own = nix::unistd::getpgrp();
+        if nix::unistd::tcgetpgrp(&stdin).ok()? != own {
+            return None;
+        }
+        let fd = std::os::fd::AsFd::as_fd(&stdin).try_clone_to_owned().ok()?;
+        if let Err(e) = nix::unistd::tcsetpgrp(&fd, pgid) {
+            tracing::debug!(error = %e, "could not give the terminal to the command");
+            return None;
+        }
+        let _ = killpg(pgid, Signal::SIGCONT);
+        Some(Terminal { fd, own })
+    }
+
+    /// Makes baton's group the foreground again. baton is a background group by then, so
+    /// SIGTTOU is blocked on this thread around the call (POSIX then allows it).
+    fn take_back(self) {
+        let mut ttou = nix::sys::signal::SigSet::empty();
+        ttou.add(Signal::SIGTTOU);
+        if ttou.thread_block().is_ok() {
+            if let Err(e) = nix::unistd::tcsetpgrp(&self.fd, self.own) {
+                tracing::debug!(error = %e, "could not take the terminal back");
+            }
+            let _ = ttou.thread_unblock();
+        }
+    }
 }
