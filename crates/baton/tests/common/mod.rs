@@ -10,12 +10,33 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
+/// A loopback port that is free now and that no other caller of this function in the
+/// process is handed. Ports come from below the kernel's ephemeral range, so the local
+/// end of an outgoing connection (which the kernel picks from that range) cannot take one
+/// between this check and the server's bind; the start depends on the process id, so two
+/// test processes at once start far apart.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    let (low, high) = if ephemeral_low > 12_000 {
+        (10_000, ephemeral_low)
+    } else {
+        (ephemeral_low.max(1_024), 65_535)
+    };
+    let span = high - low;
+    let base = std::process::id().wrapping_mul(7_919) % span;
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (low + (base + n) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port between {low} and {high}");
 }
 
 pub struct Server {
