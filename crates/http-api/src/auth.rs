@@ -211,11 +211,6 @@ impl Principal {
                 .any(|(n, prefix, a)| *n == ns && *a >= access && name.starts_with(prefix))
     }
 
-    /// Whether it may `access` every name under `prefix` in `ns`.
-    pub fn allows_prefix(&self, ns: Namespace, prefix: &str, access: Access) -> bool {
-        self.allows(ns, prefix, access)
-    }
-
     fn caller(&self) -> Caller {
         Caller {
             principal: self.name.clone(),
@@ -580,8 +575,8 @@ impl Authz {
         } else {
             p.quota.waiters
         };
+        // Counted in `quota_exceeded` by `authenticate`, like every 429 `quota_exceeded`.
         flow.enter(watch, limit).map(Some).map_err(|max| {
-            flow.quota_exceeded.fetch_add(1, Ordering::Relaxed);
             let resource = if watch { "watches" } else { "waiters" };
             ApiError::new(
                 ErrorDetail::QuotaExceeded {
@@ -639,20 +634,27 @@ pub async fn authenticate(
     next: Next,
 ) -> Response {
     let started = Instant::now();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|m| m.as_str().to_owned())
-        .unwrap_or_else(|| request.uri().path().to_owned());
-    let path = request.uri().path().to_owned();
-    let method = request.method().clone();
-    let request_id = request
-        .headers()
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("-")
-        .to_owned();
-    let (authz, response) = match admit(&state, &mut request) {
+    // What the access log line needs, taken only when the log is on.
+    let logged = state.config.access_log.then(|| {
+        let route = request
+            .extensions()
+            .get::<MatchedPath>()
+            .map_or_else(|| request.uri().path(), MatchedPath::as_str)
+            .to_owned();
+        let request_id = request
+            .headers()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("-")
+            .to_owned();
+        (
+            route,
+            request.uri().path().to_owned(),
+            request.method().clone(),
+            request_id,
+        )
+    });
+    let (authz, response) = match admit(&state, &request) {
         Ok(authz) => {
             request.extensions_mut().insert(authz.clone());
             (Some(authz), next.run(request).await)
@@ -670,7 +672,7 @@ pub async fn authenticate(
         }
         _ => "-",
     };
-    if state.config.access_log {
+    if let Some((route, path, method, request_id)) = logged {
         tracing::info!(
             target: "baton::access",
             principal,
@@ -686,7 +688,7 @@ pub async fn authenticate(
     response
 }
 
-fn admit(state: &AppState, request: &mut Request) -> Result<Authz, Box<Response>> {
+fn admit(state: &AppState, request: &Request) -> Result<Authz, Box<Response>> {
     let path = request.uri().path();
     let Some(auth) = &state.auth else {
         return Ok(Authz::Open);

@@ -215,6 +215,13 @@ pub fn render(state: &AppState) -> String {
     out
 }
 
+/// A per-principal gauge: its name, its help, and its value from the principal's usage.
+type UsageGauge = (
+    &'static str,
+    &'static str,
+    fn(&baton_state_machine::Usage) -> u64,
+);
+
 /// Per principal (a bounded set: the auth file's): requests, refusals by reason, and what
 /// it owns in the replicated state.
 fn render_principals(out: &mut String, state: &AppState, auth: &crate::auth::Auth) {
@@ -241,31 +248,28 @@ fn render_principals(out: &mut String, state: &AppState, auth: &crate::auth::Aut
             );
         }
     }
-    out.push_str("# HELP baton_principal_leases Live leases per principal.\n# TYPE baton_principal_leases gauge\n");
     let usage: Vec<_> = state
         .node
         .read_local(|sm| flows.iter().map(|(name, _)| sm.usage(name)).collect());
-    for ((name, _), u) in flows.iter().zip(&usage) {
-        let _ = writeln!(
-            out,
-            "baton_principal_leases{{principal=\"{name}\"}} {}",
-            u.leases
-        );
-    }
-    out.push_str("# HELP baton_principal_keys Keys written by each principal.\n# TYPE baton_principal_keys gauge\n");
-    for ((name, _), u) in flows.iter().zip(&usage) {
-        let _ = writeln!(
-            out,
-            "baton_principal_keys{{principal=\"{name}\"}} {}",
-            u.keys
-        );
-    }
-    out.push_str("# HELP baton_principal_key_bytes Bytes of those keys.\n# TYPE baton_principal_key_bytes gauge\n");
-    for ((name, _), u) in flows.iter().zip(&usage) {
-        let _ = writeln!(
-            out,
-            "baton_principal_key_bytes{{principal=\"{name}\"}} {}",
+    let gauges: [UsageGauge; 3] = [
+        (
+            "baton_principal_leases",
+            "Live leases per principal.",
+            |u| u.leases,
+        ),
+        (
+            "baton_principal_keys",
+            "Keys written by each principal.",
+            |u| u.keys,
+        ),
+        ("baton_principal_key_bytes", "Bytes of those keys.", |u| {
             u.key_bytes
-        );
+        }),
+    ];
+    for (metric, help, value) in gauges {
+        let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} gauge");
+        for ((name, _), u) in flows.iter().zip(&usage) {
+            let _ = writeln!(out, "{metric}{{principal=\"{name}\"}} {}", value(u));
+        }
     }
 }

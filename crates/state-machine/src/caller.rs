@@ -88,6 +88,25 @@ impl StateMachine {
         }
     }
 
+    /// Adds (or takes back) one key of `bytes` to `owner`'s usage.
+    pub(crate) fn charge_key(&mut self, owner: &str, bytes: u64, add: bool) {
+        self.usage_mut(owner, |u| {
+            if add {
+                u.keys += 1;
+                u.key_bytes += bytes;
+            } else {
+                u.keys = u.keys.saturating_sub(1);
+                u.key_bytes = u.key_bytes.saturating_sub(bytes);
+            }
+        });
+    }
+
+    /// The principal that granted a lease: `None` if there is no such lease,
+    /// `Some(None)` if it was granted without authentication.
+    pub fn lease_owner(&self, lease: LeaseId) -> Option<Option<&str>> {
+        self.leases.get(&lease).map(|l| l.owner.as_deref())
+    }
+
     /// Refuses a command its caller may not run: another principal's lease (or one granted
     /// without authentication), a force-release by a non-admin, or a quota it would pass.
     /// Leases that do not exist are left to the command (it answers `lease_not_found`).
@@ -101,8 +120,8 @@ impl StateMachine {
             });
         }
         for lease in command.leases_used() {
-            if let Some(l) = self.leases.get(&lease)
-                && l.owner.as_deref() != Some(caller.principal.as_str())
+            if let Some(owner) = self.lease_owner(lease)
+                && owner != Some(caller.principal.as_str())
             {
                 return Err(Rejection::PermissionDenied {
                     reason: format!("lease {lease} belongs to another principal"),

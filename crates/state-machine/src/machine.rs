@@ -206,7 +206,16 @@ impl StateMachine {
         lease: Option<LeaseId>,
     ) -> (Revision, u64) {
         let revision = ctx.revision;
-        let previous_lease = self.keys.get(&key).and_then(|r| r.lease);
+        // One lookup for both the lease and the owner the key had.
+        let (previous_lease, previous_owner) = match self.keys.get(&key) {
+            Some(r) => (
+                r.lease,
+                r.owner
+                    .as_ref()
+                    .map(|o| (o.clone(), key_bytes(&key, &r.value))),
+            ),
+            None => (None, None),
+        };
         if previous_lease != lease {
             if let Some(old) = previous_lease.and_then(|l| self.leases.get_mut(&l)) {
                 old.keys.remove(&key);
@@ -215,21 +224,11 @@ impl StateMachine {
                 new.keys.insert(key.clone());
             }
         }
-        if let Some(old) = self.keys.records.get(&key) {
-            let (owner, bytes) = (old.owner.clone(), key_bytes(&key, &old.value));
-            if let Some(owner) = owner {
-                self.usage_mut(&owner, |u| {
-                    u.keys = u.keys.saturating_sub(1);
-                    u.key_bytes = u.key_bytes.saturating_sub(bytes);
-                });
-            }
+        if let Some((owner, bytes)) = previous_owner {
+            self.charge_key(&owner, bytes, false);
         }
         if let Some(owner) = &ctx.owner {
-            let bytes = key_bytes(&key, &value);
-            self.usage_mut(owner, |u: &mut Usage| {
-                u.keys += 1;
-                u.key_bytes += bytes;
-            });
+            self.charge_key(owner, key_bytes(&key, &value), true);
         }
         let record = self
             .keys
@@ -270,11 +269,7 @@ impl StateMachine {
             lease.keys.remove(key);
         }
         if let Some(owner) = &record.owner {
-            let bytes = key_bytes(key, &record.value);
-            self.usage_mut(owner, |u| {
-                u.keys = u.keys.saturating_sub(1);
-                u.key_bytes = u.key_bytes.saturating_sub(bytes);
-            });
+            self.charge_key(owner, key_bytes(key, &record.value), false);
         }
         ctx.emit(EventKind::KeyDeleted {
             key: key.to_owned(),

@@ -153,8 +153,7 @@ pub(crate) async fn list(
         .read(params.consistency, |sm| {
             let mut leases = sm.lease_clock();
             if !authz.sees_all() {
-                leases
-                    .retain(|l| authz.owns(sm.lease(l.lease).and_then(|i| i.principal).as_deref()));
+                leases.retain(|l| authz.owns(sm.lease_owner(l.lease).flatten()));
             }
             leases
         })
@@ -224,8 +223,9 @@ async fn check_owner(state: &AppState, authz: &Authz, id: u64) -> ApiResult<()> 
     if authz.sees_all() {
         return Ok(());
     }
-    let owner =
-        |sm: &baton_state_machine::StateMachine| sm.lease(LeaseId(id)).map(|info| info.principal);
+    let owner = |sm: &baton_state_machine::StateMachine| {
+        sm.lease_owner(LeaseId(id)).map(|o| o.map(str::to_owned))
+    };
     let owner = match state.node.read_local(owner) {
         Some(owner) => Some(owner),
         None => state.node.read(owner).await?,

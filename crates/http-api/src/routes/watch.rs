@@ -71,7 +71,7 @@ fn permit(state: &AppState, authz: &Authz, filter: &EventFilter) -> ApiResult<()
         EventFilter::Lease(l) => {
             let owner = state
                 .node
-                .read_local(|sm| sm.lease(*l).map(|info| info.principal));
+                .read_local(|sm| sm.lease_owner(*l).map(|o| o.map(str::to_owned)));
             match owner {
                 Some(owner) if !authz.owns(owner.as_deref()) => Err(ApiError::new(
                     baton_wire::ErrorDetail::PermissionDenied,
