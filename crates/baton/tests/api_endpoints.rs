@@ -343,8 +343,8 @@ async fn the_openapi_document_is_complete_and_states_the_served_limits() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_come_from_the_cluster_file_for_edge_and_node_and_are_reported() {
     let long = "n".repeat(600);
-    let acquire = |lease: u64| json!({"lease_id": lease, "wait_ms": 400_000});
-    // Defaults: a 600-byte name and a 400 s wait are refused at the edge.
+    let acquire = |lease: u64| json!({"lease_id": lease, "wait_ms": 100_000_000});
+    // Defaults: a 600-byte name and a 100 000 s wait are refused at the edge.
     let c = Cluster::single().await;
     let lease = c.lease(1, 10_000).await;
     let (status, err) = c
@@ -356,10 +356,15 @@ async fn limits_come_from_the_cluster_file_for_edge_and_node_and_are_reported() 
     );
     let (_, cluster) = c.get(1, "/v1/cluster").await.unwrap();
     assert_eq!(cluster["limits"]["name_bytes_max"], 512);
-    assert_eq!(cluster["limits"]["wait_ms_max"], 300_000);
+    assert_eq!(cluster["limits"]["wait_ms_max"], 86_400_000);
+    assert_eq!(cluster["limits"]["hold_ms_max"], 300_000);
     drop(c);
     // A deployment that raises them is served by them, and says so.
-    let c = Cluster::from_file(1, "[limits]\nname_bytes_max = 1024\nwait_ms_max = 600000\n").await;
+    let c = Cluster::from_file(
+        1,
+        "[limits]\nname_bytes_max = 1024\nwait_ms_max = 200000000\n",
+    )
+    .await;
     let lease = c.lease(1, 10_000).await;
     let (status, grant) = c
         .post(1, &format!("/v1/locks/{long}/acquire"), acquire(lease))
@@ -368,7 +373,7 @@ async fn limits_come_from_the_cluster_file_for_edge_and_node_and_are_reported() 
     assert_eq!(grant["name"].as_str(), Some(long.as_str()));
     let (_, cluster) = c.get(1, "/v1/cluster").await.unwrap();
     assert_eq!(cluster["limits"]["name_bytes_max"], 1024);
-    assert_eq!(cluster["limits"]["wait_ms_max"], 600_000);
+    assert_eq!(cluster["limits"]["wait_ms_max"], 200_000_000);
     assert_eq!(cluster["limits"]["body_bytes_max"], 2 << 20);
 }
 
@@ -513,7 +518,24 @@ fn bad_inputs(lease: u64) -> Vec<BadInput> {
         (
             Method::POST,
             "/v1/locks/L/acquire".into(),
-            body(&format!("{{\"lease_id\": {lease}, \"wait_ms\": 300001}}")),
+            body(&format!("{{\"lease_id\": {lease}, \"wait_ms\": 86400001}}")),
+            400,
+            "bad_request",
+        ),
+        (
+            // Taking up a place checks the request as a new one would be.
+            Method::POST,
+            "/v1/locks/L/acquire".into(),
+            body(&format!(
+                "{{\"lease_id\": {lease}, \"wait_ms\": 86400001, \"enqueued\": 1}}"
+            )),
+            400,
+            "bad_request",
+        ),
+        (
+            Method::POST,
+            "/v1/locks/L/acquire".into(),
+            body(&format!("{{\"lease_id\": {lease}, \"enqueued\": -1}}")),
             400,
             "bad_request",
         ),

@@ -618,3 +618,120 @@ async fn sigterm_answers_held_open_requests_and_exits_cleanly() {
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(server.terminate(), "the server exits cleanly");
 }
+
+/// The queue of lock `name` as (lease, enqueued revision), in order.
+async fn queue_of(c: &Cluster, name: &str) -> Vec<(u64, u64)> {
+    let (_, state) = c.get(1, &format!("/v1/locks/{name}")).await.unwrap();
+    state["queue"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            (
+                w["lease_id"].as_u64().unwrap(),
+                w["enqueued_revision"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// A wait longer than the server holds one request open keeps its place: the request is
+/// answered 202 with its place, the place stays in the queue (same position, same enqueue
+/// revision) while nobody waits on it, a request naming it waits in it again, and gets the
+/// grant there; a place that is gone is `not_waiting`, and a dropped take-up cancels it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_longer_than_one_request_keeps_its_place_in_the_queue() {
+    let c = Cluster::from_file(1, "[limits]\nhold_ms_max = 1000\n").await;
+    let (_, cluster) = c.get(1, "/v1/cluster").await.unwrap();
+    assert_eq!(cluster["limits"]["hold_ms_max"], 1_000, "{cluster}");
+    let [holder, first, second] = [
+        c.lease(1, 60_000).await,
+        c.lease(1, 60_000).await,
+        c.lease(1, 60_000).await,
+    ];
+    c.post(1, "/v1/locks/P/acquire", acquire_body(holder, "h", 0))
+        .await;
+
+    // Two waiters of a minute each: each request is answered 202 after the hold limit.
+    let (status, waiting) = c
+        .post(1, "/v1/locks/P/acquire", acquire_body(first, "w", 60_000))
+        .await;
+    assert_eq!(status, 202, "{waiting}");
+    assert_eq!(waiting["position"], 1, "{waiting}");
+    let place = waiting["enqueued"].as_u64().unwrap();
+    let (status, behind) = c
+        .post(1, "/v1/locks/P/acquire", acquire_body(second, "w", 60_000))
+        .await;
+    assert_eq!((status, &behind["position"]), (202, &json!(2)), "{behind}");
+    assert_eq!(queue_of(&c, "P").await[0], (first, place));
+
+    // Taking the place up: held again, answered 202 again, and still first in line.
+    let mut take_up = acquire_body(first, "w", 60_000);
+    take_up["enqueued"] = json!(place);
+    let (status, again) = c.post(1, "/v1/locks/P/acquire", take_up.clone()).await;
+    assert_eq!(status, 202, "{again}");
+    assert_eq!(
+        (again["enqueued"].as_u64(), again["position"].as_u64()),
+        (Some(place), Some(1))
+    );
+    let queue = queue_of(&c, "P").await;
+    assert_eq!(queue.len(), 2, "{queue:?}");
+    assert_eq!(queue[0], (first, place), "the place and its order are kept");
+
+    // The holder releases while a take-up waits: that request gets the grant.
+    let waiter = {
+        let http = c.http.clone();
+        let url = c.node(1).url("/v1/locks/P/acquire");
+        let body = take_up.clone();
+        tokio::spawn(async move {
+            let response = http.post(url).json(&body).send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (status, _) = c
+        .post(
+            1,
+            "/v1/locks/P/release",
+            json!({"lease_id": holder, "owner": "h"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, grant) = waiter.await.unwrap();
+    assert_eq!(status, 200, "{grant}");
+    assert_eq!(grant["lease_id"], first, "{grant}");
+    let fence = grant["fence"].as_u64().unwrap();
+
+    // Naming the place again returns that grant (not a second count); another place is gone.
+    let (status, same) = c.post(1, "/v1/locks/P/acquire", take_up).await;
+    assert_eq!(
+        (status, same["fence"].as_u64(), same["count"].as_u64()),
+        (200, Some(fence), Some(1)),
+        "{same}"
+    );
+    let mut unknown = acquire_body(first, "w", 60_000);
+    unknown["enqueued"] = json!(place + 1);
+    let (status, gone) = c.post(1, "/v1/locks/P/acquire", unknown).await;
+    assert_eq!(
+        (status, gone["error"]["code"].as_str()),
+        (409, Some("not_waiting")),
+        "{gone}"
+    );
+
+    // A client that drops its take-up request leaves no place behind.
+    let second_place = behind["enqueued"].as_u64().unwrap();
+    let mut take_up = acquire_body(second, "w", 60_000);
+    take_up["enqueued"] = json!(second_place);
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let dropped = impatient
+        .post(c.node(1).url("/v1/locks/P/acquire"))
+        .json(&take_up)
+        .send()
+        .await;
+    assert!(dropped.is_err(), "the client gave up");
+    wait_until_only(&c, "P", Some(first)).await;
+}

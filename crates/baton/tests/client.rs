@@ -234,3 +234,58 @@ async fn the_builder_sets_attempts_and_timeouts() {
     both.put("k", "v").await.unwrap();
     assert_eq!(both.get("k").await.unwrap().unwrap().value, "v");
 }
+
+/// The client waits across the server's per-request hold limit without losing its place:
+/// the first waiter stays first (same enqueue revision) through several `202` answers and
+/// is the one granted when the lock is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_wait_keeps_its_place_across_the_hold_limit() {
+    let c = Cluster::from_file(1, "[limits]\nhold_ms_max = 1000\n").await;
+    let client = client_for(&c, &[1]);
+    let ttl = Duration::from_secs(30);
+    let holder = Lease::grant(&client, ttl).await.unwrap();
+    let [first, second] = [
+        Lease::grant(&client, ttl).await.unwrap(),
+        Lease::grant(&client, ttl).await.unwrap(),
+    ];
+    let held = holder.lock("long").await.unwrap();
+    let queue = || async {
+        let (_, state) = c.get(1, "/v1/locks/long").await.unwrap();
+        state["queue"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| {
+                (
+                    w["lease_id"].as_u64().unwrap(),
+                    w["enqueued_revision"].as_u64().unwrap(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let wait = |lease: Lease| {
+        tokio::spawn(async move { lease.lock_timeout("long", Duration::from_secs(60)).await })
+    };
+    let first_wait = wait(first.clone());
+    let place = loop {
+        if let Some(&entry) = queue().await.first() {
+            break entry;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(place.0, first.id());
+    let second_wait = wait(second.clone());
+    // Longer than two hold limits: each waiter's request has been answered 202 and sent again.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let now = queue().await;
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert_eq!(now[0], place, "the first waiter kept its place");
+    held.release().await.unwrap();
+    let granted = first_wait.await.unwrap().unwrap();
+    assert_eq!(granted.lease().id(), first.id());
+    assert_eq!(queue().await.len(), 1, "the second still waits, behind");
+    let fence = granted.fence();
+    granted.release().await.unwrap();
+    let next = second_wait.await.unwrap().unwrap();
+    assert!(next.fence() > fence);
+}

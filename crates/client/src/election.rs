@@ -6,8 +6,8 @@ use crate::error::{Error, Result};
 use crate::lease::Lease;
 use crate::watch::WatchFilter;
 use baton_wire::{
-    CampaignRequest, ElectionResponse, Event, GrantResponse, Leader, ProclaimRequest,
-    ProclaimResponse, ReleaseResponse, ResignRequest,
+    CampaignRequest, ElectionResponse, Event, Leader, ProclaimRequest, ProclaimResponse,
+    ReleaseResponse, ResignRequest,
 };
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
@@ -27,13 +27,14 @@ impl Lease {
             lease_id: self.id(),
             value: value.to_owned(),
             wait_ms: wait.as_millis() as u64,
+            enqueued: None,
         };
-        let grant: GrantResponse = self
+        let grant = self
             .client()
-            .post(
+            .queue(
                 &format!("/v1/elections/{}/campaign", segment(name)),
-                &body,
-                Call::waiting(wait),
+                body,
+                wait,
             )
             .await?;
         Ok(Leadership {

@@ -2,16 +2,16 @@
 //! with [`LockGuard::release`] (it names the fence, so a late retry never frees a newer
 //! grant); dropping the guard releases it in the background.
 
-use crate::client::{Call, segment};
+use crate::client::{Call, Client, segment};
 use crate::error::{Error, Result};
 use crate::lease::Lease;
 use crate::watch::WatchFilter;
 use baton_wire::{
-    AcquireRequest, Event, GrantResponse, Mode, ReleaseRequest, ReleaseResponse,
-    SemaphoreAcquireRequest, WatchEvent,
+    AcquireRequest, CampaignRequest, Event, GrantResponse, Mode, ReleaseRequest, ReleaseResponse,
+    SemaphoreAcquireRequest, WaitingResponse, WatchEvent,
 };
 use futures_util::StreamExt;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Lock options.
@@ -42,8 +42,9 @@ pub struct LockGuard {
 }
 
 impl Lease {
-    /// Waits for the lock, as long as it takes (in waits of the cluster's longest, read
-    /// from its limits).
+    /// Waits for the lock, as long as it takes: in waits of the cluster's longest
+    /// (`wait_ms_max`, a day by default), each keeping its place in the queue across the
+    /// server's per-request hold limit; after a whole wait the request queues again.
     pub async fn lock(&self, name: &str) -> Result<LockGuard> {
         let wait_ms_max = self.client().limits().await?.wait_ms_max;
         loop {
@@ -88,6 +89,7 @@ impl Lease {
             },
             wait_ms: wait.as_millis() as u64,
             lock_delay_ms: options.lock_delay.unwrap_or_default().as_millis() as u64,
+            enqueued: None,
         };
         let path = format!("/v1/locks/{}", segment(name));
         self.acquire(path, name, options.owner, &body, wait).await
@@ -108,6 +110,7 @@ impl Lease {
             limit,
             permits,
             wait_ms: wait.as_millis() as u64,
+            enqueued: None,
         };
         let path = format!("/v1/semaphores/{}", segment(name));
         self.acquire(path, name, owner, &body, wait).await
@@ -118,7 +121,7 @@ impl Lease {
         path: String,
         name: &str,
         owner: String,
-        body: &impl Serialize,
+        body: &(impl QueueBody + Clone),
         wait: Duration,
     ) -> Result<LockGuard> {
         // A connection lost mid-wait: the retry (same Idempotency-Key) takes the place up
@@ -130,7 +133,7 @@ impl Lease {
             attempts += 1;
             match self
                 .client()
-                .post(&format!("{path}/acquire"), body, Call::waiting(wait))
+                .queue(&format!("{path}/acquire"), body.clone(), wait)
                 .await
             {
                 Err(Error::NotWaiting) if attempts < 3 => continue,
@@ -146,6 +149,75 @@ impl Lease {
             count: grant.holder.count,
             released: false,
         })
+    }
+}
+
+/// A queue request (lock, semaphore, campaign) that can be sent again to take up the place
+/// it was given (after a `202`: the wait outlived the server's hold limit).
+pub(crate) trait QueueBody: Serialize {
+    /// Names the place queued at `enqueued`.
+    fn take_up(&mut self, enqueued: u64);
+}
+
+impl QueueBody for AcquireRequest {
+    fn take_up(&mut self, enqueued: u64) {
+        self.enqueued = Some(enqueued);
+    }
+}
+
+impl QueueBody for SemaphoreAcquireRequest {
+    fn take_up(&mut self, enqueued: u64) {
+        self.enqueued = Some(enqueued);
+    }
+}
+
+impl QueueBody for CampaignRequest {
+    fn take_up(&mut self, enqueued: u64) {
+        self.enqueued = Some(enqueued);
+    }
+}
+
+/// The answer of a queue request: the grant (200) or the place it keeps (202).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Acquired {
+    Granted(GrantResponse),
+    Waiting(WaitingResponse),
+}
+
+/// The server's usual hold limit: waits up to it need no look at the cluster's limits.
+const HOLD_DEFAULT: Duration = Duration::from_secs(300);
+
+impl Client {
+    /// Sends a queue request and waits for its grant, up to `wait`. A wait longer than the
+    /// server holds one request open is answered `202`; the request is then sent again
+    /// naming its place, so it keeps its position in the queue.
+    pub(crate) async fn queue<B: QueueBody>(
+        &self,
+        path: &str,
+        mut body: B,
+        wait: Duration,
+    ) -> Result<GrantResponse> {
+        // Each request's own timeout follows what the server holds it, not the whole wait.
+        let held = if wait > HOLD_DEFAULT {
+            match self.limits().await {
+                Ok(limits) if limits.hold_ms_max > 0 => {
+                    wait.min(Duration::from_millis(limits.hold_ms_max))
+                }
+                _ => wait,
+            }
+        } else {
+            wait
+        };
+        loop {
+            match self
+                .post::<_, Acquired>(path, &body, Call::waiting(held))
+                .await?
+            {
+                Acquired::Granted(grant) => return Ok(grant),
+                Acquired::Waiting(waiting) => body.take_up(waiting.enqueued),
+            }
+        }
     }
 }
 

@@ -118,16 +118,28 @@ impl ClaimGuard {
             Ok(result) => result,
             Err(_) => Err(crate::error::ApiError::shutting_down()),
         };
-        if result.is_ok()
-            && let Some(key) = &self.claim.key
-        {
+        if result.is_ok() {
+            self.count_key();
+        }
+        result
+    }
+
+    /// Takes up a place an earlier request queued at `enqueued` (it answered `202`): this
+    /// request now guards it as if it had queued it.
+    pub(crate) fn adopt(&mut self, enqueued: Revision) {
+        *lock(&self.stage) = Stage::Queued(enqueued);
+        self.count_key();
+    }
+
+    /// Counts this request as a waiter of its key, so a retry with the key finds the claim.
+    fn count_key(&mut self) {
+        if let Some(key) = &self.claim.key {
             self.claim
                 .state
                 .detached
                 .attach(self.claim.claimant.lease, key);
             self.attached = true;
         }
-        result
     }
 
     /// The client is answered (or nothing is left to clean up): disarms the guard.

@@ -302,6 +302,7 @@ pub fn limits(l: &baton_state_machine::Limits, body_bytes_max: usize) -> wire::L
         ttl_ms_min: l.ttl_ms_min,
         ttl_ms_max: l.ttl_ms_max,
         wait_ms_max: l.wait_ms_max,
+        hold_ms_max: l.hold_ms_max,
         lock_delay_ms_max: l.lock_delay_ms_max,
         semaphore_limit_max: l.semaphore_limit_max,
         txn_ops_max: l.txn_ops_max as u64,

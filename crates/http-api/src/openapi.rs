@@ -60,10 +60,21 @@ pub(crate) struct NotHolder(ErrorBody);
 #[derive(IntoResponses)]
 #[response(
     status = 409,
-    description = "`lock_held` (busy and `wait_ms` is 0; `holders`, `queue_len`, `lock_delay`), `timeout` (no grant within `wait_ms`), or `not_waiting` (the queue entry was cancelled elsewhere)"
+    description = "`lock_held` (busy and `wait_ms` is 0; `holders`, `queue_len`, `lock_delay`), `timeout` (no grant within `wait_ms`), or `not_waiting` (the queue entry was cancelled elsewhere, or the place named by `enqueued` is gone)"
 )]
 #[allow(dead_code)] // a shape for the document
 pub(crate) struct QueueConflict(ErrorBody);
+
+/// 202: a held-open acquire still queued at the server's hold limit.
+#[derive(IntoResponses)]
+#[response(
+    status = 202,
+    description = "Still queued when the request reached `hold_ms_max` (see `/v1/cluster` \
+                   `limits`): the place is kept; send the request again with `enqueued` to \
+                   go on waiting in it"
+)]
+#[allow(dead_code)] // a shape for the document
+pub(crate) struct StillWaiting(WaitingResponse);
 
 /// 413 `payload_too_large`.
 #[derive(IntoResponses)]
@@ -187,6 +198,7 @@ pub(crate) struct Indeterminate(ErrorBody);
         ProclaimRequest,
         ResignRequest,
         GrantResponse,
+        WaitingResponse,
         ReleaseResponse,
         CheckResponse,
         Holder,

@@ -11,6 +11,9 @@ use crate::claim_guard::ClaimGuard;
 use crate::convert;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
 use baton_state_machine::{
     AcquireTimeout, Campaign, CancelReason, Claimant, Command, EventFilter, EventKind, Fence,
     HolderInfo, LeaseId, LockAcquire, Mode, ResourceId, ResourceKind, Response, Revision,
@@ -18,6 +21,7 @@ use baton_state_machine::{
 };
 use baton_wire::{
     AcquireRequest, CampaignRequest, ErrorDetail, GrantResponse, SemaphoreAcquireRequest,
+    WaitingResponse,
 };
 use std::time::Duration;
 use tokio::time::Instant;
@@ -27,12 +31,21 @@ pub(crate) trait QueueRequest {
     /// What kind of resource it queues on.
     const KIND: ResourceKind;
     /// Who asks, how long it may wait, and the command that asks for resource `name`.
-    fn into_claim(self, name: String) -> (Claimant, u64, Command);
+    fn into_claim(self, name: String) -> Claim;
+}
+
+/// What a queue request asks for.
+pub(crate) struct Claim {
+    claimant: Claimant,
+    wait_ms: u64,
+    command: Command,
+    /// The place an earlier request of this claimant took (it answered `202`).
+    enqueued: Option<Revision>,
 }
 
 impl QueueRequest for AcquireRequest {
     const KIND: ResourceKind = ResourceKind::Lock;
-    fn into_claim(self, name: String) -> (Claimant, u64, Command) {
+    fn into_claim(self, name: String) -> Claim {
         let claimant = Claimant::new(LeaseId(self.lease_id), self.owner.clone());
         let command = Command::LockAcquire(LockAcquire {
             name,
@@ -45,13 +58,18 @@ impl QueueRequest for AcquireRequest {
             wait_ms: self.wait_ms,
             lock_delay_ms: self.lock_delay_ms,
         });
-        (claimant, self.wait_ms, command)
+        Claim {
+            claimant,
+            wait_ms: self.wait_ms,
+            command,
+            enqueued: self.enqueued.map(Revision),
+        }
     }
 }
 
 impl QueueRequest for SemaphoreAcquireRequest {
     const KIND: ResourceKind = ResourceKind::Semaphore;
-    fn into_claim(self, name: String) -> (Claimant, u64, Command) {
+    fn into_claim(self, name: String) -> Claim {
         let claimant = Claimant::new(LeaseId(self.lease_id), self.owner.clone());
         let command = Command::SemaphoreAcquire(SemaphoreAcquire {
             name,
@@ -61,13 +79,18 @@ impl QueueRequest for SemaphoreAcquireRequest {
             permits: self.permits,
             wait_ms: self.wait_ms,
         });
-        (claimant, self.wait_ms, command)
+        Claim {
+            claimant,
+            wait_ms: self.wait_ms,
+            command,
+            enqueued: self.enqueued.map(Revision),
+        }
     }
 }
 
 impl QueueRequest for CampaignRequest {
     const KIND: ResourceKind = ResourceKind::Election;
-    fn into_claim(self, name: String) -> (Claimant, u64, Command) {
+    fn into_claim(self, name: String) -> Claim {
         // One candidacy per lease: elections use the empty owner.
         let claimant = Claimant::new(LeaseId(self.lease_id), "");
         let command = Command::Campaign(Campaign {
@@ -76,7 +99,12 @@ impl QueueRequest for CampaignRequest {
             value: self.value,
             wait_ms: self.wait_ms,
         });
-        (claimant, self.wait_ms, command)
+        Claim {
+            claimant,
+            wait_ms: self.wait_ms,
+            command,
+            enqueued: self.enqueued.map(Revision),
+        }
     }
 }
 
@@ -87,6 +115,8 @@ enum Outcome {
     Cancelled(CancelReason),
     /// The entry is gone and its grant (if any) already ended.
     Lost,
+    /// Still queued when the request reached the server's hold limit: the place is kept.
+    Waiting,
 }
 
 /// What a scan of the new events found.
@@ -95,21 +125,86 @@ enum Scan {
     Pending(Revision),
 }
 
+/// When a held-open request stops waiting.
+#[derive(Clone, Copy)]
+enum Until {
+    /// The request's own wait (plus a grace) is over: it proposes the timeout itself if the
+    /// leader's has not come.
+    Timeout(Instant),
+    /// The server's hold limit: answer `202` and keep the place.
+    Hold(Instant),
+}
+
+impl Until {
+    /// The limit for a request that waits `wait_ms`: its own deadline if the server holds
+    /// a request that long, else the hold limit.
+    fn of(state: &AppState, wait_ms: u64) -> Until {
+        let hold_ms = state.limits().hold_ms_max;
+        if wait_ms <= hold_ms {
+            Until::Timeout(
+                Instant::now() + Duration::from_millis(wait_ms + state.config.wait_grace_ms),
+            )
+        } else {
+            Until::hold(state)
+        }
+    }
+
+    fn hold(state: &AppState) -> Until {
+        Until::Hold(Instant::now() + Duration::from_millis(state.limits().hold_ms_max))
+    }
+
+    fn at(self) -> Instant {
+        match self {
+            Until::Timeout(at) | Until::Hold(at) => at,
+        }
+    }
+}
+
+/// A queue request's answer: the grant, or (`202`) the place it keeps.
+pub(crate) enum Acquired {
+    /// `200`: granted.
+    Granted(GrantResponse),
+    /// `202`: still queued at the hold limit.
+    Waiting(WaitingResponse),
+}
+
+impl IntoResponse for Acquired {
+    fn into_response(self) -> axum::response::Response {
+        match self {
+            Acquired::Granted(grant) => Json(grant).into_response(),
+            Acquired::Waiting(waiting) => (StatusCode::ACCEPTED, Json(waiting)).into_response(),
+        }
+    }
+}
+
 /// Acquires on the resource named `raw` (checked): proposes the request and, if it
-/// queued, waits for its outcome.
+/// queued, waits for its outcome. A request naming `enqueued` takes up that place instead.
 pub(crate) async fn acquire<R: QueueRequest>(
     state: &AppState,
     authz: &Authz,
     idempotency_key: Option<String>,
     raw: &str,
     request: R,
-) -> ApiResult<GrantResponse> {
+) -> ApiResult<Acquired> {
     let name = state.checked_name(authz, Namespace::of(R::KIND), raw, Access::Write)?;
     let resource = ResourceId {
         kind: R::KIND,
         name: name.clone(),
     };
-    let (claimant, wait_ms, command) = request.into_claim(name);
+    let Claim {
+        claimant,
+        wait_ms,
+        command,
+        enqueued,
+    } = request.into_claim(name);
+    if let Some(enqueued) = enqueued {
+        // Nothing is proposed, so the request is checked here as a proposal would be.
+        command.validate(state.limits())?;
+        if let Some(key) = &idempotency_key {
+            state.limits().check_idempotency_key(key)?;
+        }
+        return take_up(state, authz, idempotency_key, &resource, claimant, enqueued).await;
+    }
     if wait_ms == 0 {
         // A try-acquire is not held open: it is answered at once, and a grant whose client
         // left before the answer belongs to the lease like any answered one (its TTL bounds
@@ -117,12 +212,12 @@ pub(crate) async fn acquire<R: QueueRequest>(
         // would take the hold from a client that may believe it has it.
         let applied = state.propose(authz, idempotency_key, command).await?;
         return match applied.response {
-            Response::Granted(g) => Ok(grant_response(
+            Response::Granted(g) => Ok(Acquired::Granted(grant_response(
                 &resource.name,
                 &g.holder,
                 None,
                 applied.revision,
-            )),
+            ))),
             other => Err(ApiError::internal(other)),
         };
     }
@@ -135,12 +230,13 @@ pub(crate) async fn acquire<R: QueueRequest>(
         claimant.clone(),
         idempotency_key,
     );
+    let until = Until::of(state, wait_ms);
     let applied = guard.propose(command).await?;
     let (enqueued, position) = match applied.response {
         Response::Granted(g) => {
             let answer = grant_response(&resource.name, &g.holder, None, applied.revision);
             guard.settle();
-            return Ok(answer);
+            return Ok(Acquired::Granted(answer));
         }
         Response::Queued { enqueued, position } => (enqueued, position),
         other => {
@@ -148,18 +244,97 @@ pub(crate) async fn acquire<R: QueueRequest>(
             return Err(ApiError::internal(other));
         }
     };
-    let outcome = wait(state, &resource, &claimant, enqueued, wait_ms).await?;
+    let outcome = wait(state, &resource, &claimant, enqueued, until).await?;
     guard.settle();
+    answer(
+        state,
+        &resource,
+        &claimant,
+        enqueued,
+        Some(position),
+        wait_ms,
+        outcome,
+    )
+}
+
+/// Takes up the place `claimant` queued at `enqueued` in an earlier request: waits in it
+/// up to the hold limit, or answers its grant if it was granted meanwhile. Nothing is
+/// proposed; a place that is gone is `not_waiting`.
+async fn take_up(
+    state: &AppState,
+    authz: &Authz,
+    idempotency_key: Option<String>,
+    resource: &ResourceId,
+    claimant: Claimant,
+    enqueued: Revision,
+) -> ApiResult<Acquired> {
+    let _waiting = authz.enter(false)?;
+    let (found, owner) = state
+        .node
+        .read(|sm| {
+            (
+                from_state(sm, resource, &claimant, enqueued),
+                sm.lease_owner(claimant.lease).map(|o| o.map(str::to_owned)),
+            )
+        })
+        .await?;
+    match owner {
+        None => {
+            return Err(ApiError::new(
+                ErrorDetail::LeaseNotFound,
+                format!("lease {} not found", claimant.lease),
+            ));
+        }
+        Some(owner) if !authz.sees_all() && !authz.owns(owner.as_deref()) => {
+            return Err(ApiError::new(
+                ErrorDetail::PermissionDenied,
+                format!("lease {} belongs to another principal", claimant.lease),
+            ));
+        }
+        Some(_) => {}
+    }
+    let outcome = match found {
+        Scan::Found(outcome) => outcome,
+        Scan::Pending(_) => {
+            let mut guard = ClaimGuard::new(
+                state,
+                authz,
+                resource.clone(),
+                claimant.clone(),
+                idempotency_key,
+            );
+            guard.adopt(enqueued);
+            let outcome = wait(state, resource, &claimant, enqueued, Until::hold(state)).await?;
+            guard.settle();
+            outcome
+        }
+    };
+    answer(state, resource, &claimant, enqueued, None, 0, outcome)
+}
+
+/// The answer for how a wait in the place queued at `enqueued` ended.
+fn answer(
+    state: &AppState,
+    resource: &ResourceId,
+    claimant: &Claimant,
+    enqueued: Revision,
+    position: Option<u64>,
+    wait_ms: u64,
+    outcome: Outcome,
+) -> ApiResult<Acquired> {
     match outcome {
-        Outcome::Granted(holder, revision) => Ok(grant_response(
+        Outcome::Granted(holder, revision) => Ok(Acquired::Granted(grant_response(
             &resource.name,
             &holder,
-            Some(position),
+            position,
             revision,
-        )),
+        ))),
+        Outcome::Waiting => Ok(Acquired::Waiting(waiting_response(
+            state, resource, enqueued,
+        ))),
         Outcome::TimedOut => Err(ApiError::new(
             ErrorDetail::Timeout { wait_ms },
-            format!("no grant within {wait_ms} ms"),
+            format!("no grant within the wait of the place queued at revision {enqueued}"),
         )),
         Outcome::Cancelled(CancelReason::LeaseExpired | CancelReason::LeaseRevoked) => {
             Err(ApiError::new(
@@ -170,6 +345,27 @@ pub(crate) async fn acquire<R: QueueRequest>(
         Outcome::Cancelled(_) | Outcome::Lost => {
             Err(baton_state_machine::Rejection::NotWaiting.into())
         }
+    }
+}
+
+/// The `202` answer: the place queued at `enqueued` and its position now.
+fn waiting_response(
+    state: &AppState,
+    resource: &ResourceId,
+    enqueued: Revision,
+) -> WaitingResponse {
+    let (position, revision) = state.node.read_local(|sm| {
+        let position = sm
+            .lock_state(resource)
+            .and_then(|s| s.queue.iter().position(|w| w.enqueued == enqueued))
+            .map_or(0, |i| i as u64 + 1);
+        (position, sm.revision())
+    });
+    WaitingResponse {
+        name: resource.name.clone(),
+        enqueued: enqueued.0,
+        position,
+        revision: revision.0,
     }
 }
 
@@ -214,9 +410,8 @@ async fn wait(
     resource: &ResourceId,
     claimant: &Claimant,
     enqueued: Revision,
-    wait_ms: u64,
+    until: Until,
 ) -> ApiResult<Outcome> {
-    let deadline = Instant::now() + Duration::from_millis(wait_ms + state.config.wait_grace_ms);
     let mut progress = state.node.progress();
     let mut from = enqueued.next();
     loop {
@@ -230,8 +425,18 @@ async fn wait(
         }
         tokio::select! {
             changed = progress.changed() => if changed.is_err() { return Err(ApiError::shutting_down()) },
-            () = tokio::time::sleep_until(deadline) => {
-                return decide_timeout(state, resource, claimant, enqueued).await;
+            () = tokio::time::sleep_until(until.at()) => {
+                return match until {
+                    Until::Timeout(_) => decide_timeout(state, resource, claimant, enqueued).await,
+                    // One last look: an outcome applied since the scan is answered.
+                    Until::Hold(_) => Ok(match state
+                        .node
+                        .read_local(|sm| scan(sm, resource, claimant, enqueued, from))
+                    {
+                        Scan::Found(outcome) => outcome,
+                        Scan::Pending(_) => Outcome::Waiting,
+                    }),
+                };
             }
             () = state.shutdown.cancelled() => return Err(ApiError::shutting_down()),
         }
@@ -287,9 +492,11 @@ fn from_state(
     enqueued: Revision,
 ) -> Scan {
     let state = sm.lock_state(resource);
-    let waiting = state
-        .as_ref()
-        .is_some_and(|s| s.queue.iter().any(|w| w.enqueued == enqueued));
+    let waiting = state.as_ref().is_some_and(|s| {
+        s.queue.iter().any(|w| {
+            w.enqueued == enqueued && w.lease == claimant.lease && w.owner == claimant.owner
+        })
+    });
     if waiting {
         return Scan::Pending(sm.revision().next());
     }

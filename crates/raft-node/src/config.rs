@@ -157,6 +157,12 @@ impl NodeConfig {
                 self.limits.ttl_ms_min, self.election_timeout_min_ms
             ));
         }
+        if self.limits.hold_ms_max < 1_000 {
+            return bad(format!(
+                "hold_ms_max {} is below 1000 ms",
+                self.limits.hold_ms_max
+            ));
+        }
         let positive = [
             ("batch_proposals_max", self.batch_proposals_max),
             ("batch_bytes_max", self.batch_bytes_max),

@@ -27,8 +27,11 @@ pub struct Limits {
     pub ttl_ms_min: u64,
     /// Longest lease TTL.
     pub ttl_ms_max: u64,
-    /// Longest wait of a blocking acquire.
+    /// Longest wait of a blocking acquire in the queue, across the requests that wait on it.
     pub wait_ms_max: u64,
+    /// Longest time the edge holds one acquire request open; a longer wait is answered
+    /// `202` and keeps its place (not consulted by the state machine).
+    pub hold_ms_max: u64,
     /// Longest lock-delay after a holder's lease expires.
     pub lock_delay_ms_max: u64,
     /// Largest semaphore limit.
@@ -49,7 +52,8 @@ impl Default for Limits {
             value_bytes_max: 1 << 20,
             ttl_ms_min: 1_000,
             ttl_ms_max: 3_600_000,
-            wait_ms_max: 300_000,
+            wait_ms_max: 86_400_000,
+            hold_ms_max: 300_000,
             lock_delay_ms_max: 60_000,
             semaphore_limit_max: 100_000,
             txn_ops_max: 128,
@@ -239,8 +243,8 @@ mod tests {
         assert!(limits.check_ttl_ms(3_600_000).is_ok());
         assert!(limits.check_ttl_ms(3_600_001).is_err());
         assert!(limits.check_wait_ms(0).is_ok());
-        assert!(limits.check_wait_ms(300_000).is_ok());
-        assert!(limits.check_wait_ms(300_001).is_err());
+        assert!(limits.check_wait_ms(86_400_000).is_ok());
+        assert!(limits.check_wait_ms(86_400_001).is_err());
     }
 
     #[test]

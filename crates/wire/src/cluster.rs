@@ -75,8 +75,12 @@ pub struct Limits {
     pub ttl_ms_min: u64,
     /// Longest lease TTL.
     pub ttl_ms_max: u64,
-    /// Longest wait of one held-open acquire.
+    /// Longest wait of an acquire in the queue (across requests).
     pub wait_ms_max: u64,
+    /// Longest time one request is held open; a longer wait answers `202` and keeps its
+    /// place (0 from a server that predates it).
+    #[serde(default)]
+    pub hold_ms_max: u64,
     /// Longest lock-delay.
     pub lock_delay_ms_max: u64,
     /// Largest semaphore limit.

@@ -51,6 +51,10 @@ pub struct AcquireRequest {
     /// After this holder's lease expires, keep the lock ungranted this long.
     #[serde(default)]
     pub lock_delay_ms: u64,
+    /// Take up the queue place made at this revision (the `enqueued` of a `202` answer)
+    /// instead of queueing again: the place keeps its deadline and its position.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enqueued: Option<u64>,
 }
 
 /// `POST /v1/locks/{name}/release` and `POST /v1/semaphores/{name}/release`.
@@ -109,6 +113,10 @@ pub struct SemaphoreAcquireRequest {
     /// How long to wait; 0 (default) never queues.
     #[serde(default)]
     pub wait_ms: u64,
+    /// Take up the queue place made at this revision (the `enqueued` of a `202` answer)
+    /// instead of queueing again: the place keeps its deadline and its position.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enqueued: Option<u64>,
 }
 
 /// `POST /v1/elections/{name}/campaign`.
@@ -123,6 +131,10 @@ pub struct CampaignRequest {
     /// How long to wait; 0 (default) never queues.
     #[serde(default)]
     pub wait_ms: u64,
+    /// Take up the queue place made at this revision (the `enqueued` of a `202` answer)
+    /// instead of queueing again: the place keeps its deadline and its position.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enqueued: Option<u64>,
 }
 
 /// `POST /v1/elections/{name}/proclaim`.
@@ -186,6 +198,22 @@ pub struct GrantResponse {
     pub holder: Holder,
     /// The 1-based queue position the request had when it joined, if it waited.
     pub queued_position: Option<u64>,
+    /// The revision at which the answer was made.
+    pub revision: u64,
+}
+
+/// `202`: a held-open acquire still queued when the request reached the server's hold
+/// limit (`hold_ms_max`). The place is kept (bounded by its `wait_ms` and its lease); send
+/// the same request again with `enqueued` set to go on waiting in it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct WaitingResponse {
+    /// The resource's name.
+    pub name: String,
+    /// The revision the place was taken at: send it back as `enqueued`.
+    pub enqueued: u64,
+    /// The 1-based position in the queue now.
+    pub position: u64,
     /// The revision at which the answer was made.
     pub revision: u64,
 }

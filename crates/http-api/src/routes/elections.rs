@@ -21,6 +21,7 @@ use baton_wire::*;
     ),
     responses(
         (status = 200, description = "Leading", body = GrantResponse),
+        StillWaiting,
         LeaseNotFound,
         QueueConflict,
         BadRequest,
@@ -37,8 +38,8 @@ pub(crate) async fn campaign(
     IdempotencyKey(key): IdempotencyKey,
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<CampaignRequest>,
-) -> ApiResult<Json<GrantResponse>> {
-    Ok(Json(queue::acquire(&state, &authz, key, &raw, body).await?))
+) -> ApiResult<queue::Acquired> {
+    queue::acquire(&state, &authz, key, &raw, body).await
 }
 
 /// The leader sets a new value.

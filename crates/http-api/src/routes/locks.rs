@@ -26,6 +26,7 @@ use baton_wire::*;
     responses(
         (status = 200, description = "Granted", body = GrantResponse),
         LeaseNotFound,
+        StillWaiting,
         QueueConflict,
         BadRequest,
         TooLarge,
@@ -41,8 +42,8 @@ pub(crate) async fn acquire(
     IdempotencyKey(key): IdempotencyKey,
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<AcquireRequest>,
-) -> ApiResult<Json<GrantResponse>> {
-    Ok(Json(queue::acquire(&state, &authz, key, &raw, body).await?))
+) -> ApiResult<queue::Acquired> {
+    queue::acquire(&state, &authz, key, &raw, body).await
 }
 
 /// Releases a lock (one re-entrant count), or cancels a queued acquire.

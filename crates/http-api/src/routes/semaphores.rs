@@ -20,6 +20,7 @@ use baton_wire::*;
     ),
     responses(
         (status = 200, description = "Granted", body = GrantResponse),
+        StillWaiting,
         LeaseNotFound,
         (status = 409, description = "`lock_held`, `timeout`, `not_waiting` (as for locks), or `limit_mismatch` (the semaphore is in use with another `limit`)", body = ErrorBody),
         BadRequest,
@@ -36,8 +37,8 @@ pub(crate) async fn acquire(
     IdempotencyKey(key): IdempotencyKey,
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<SemaphoreAcquireRequest>,
-) -> ApiResult<Json<GrantResponse>> {
-    Ok(Json(queue::acquire(&state, &authz, key, &raw, body).await?))
+) -> ApiResult<queue::Acquired> {
+    queue::acquire(&state, &authz, key, &raw, body).await
 }
 
 /// Releases a semaphore hold, or cancels a queued acquire.
