@@ -31,11 +31,13 @@ pub enum Workload {
     Lease,
     /// Watches over the keys.
     Watch,
+    /// List-append transactions (strict serializability).
+    Append,
 }
 
 impl Workload {
     /// Every workload.
-    pub const ALL: [Workload; 7] = [
+    pub const ALL: [Workload; 8] = [
         Workload::Register,
         Workload::Lock,
         Workload::Trylock,
@@ -43,6 +45,7 @@ impl Workload {
         Workload::Election,
         Workload::Lease,
         Workload::Watch,
+        Workload::Append,
     ];
 
     fn workers(self, nodes: usize) -> usize {
@@ -54,6 +57,7 @@ impl Workload {
             Workload::Election => 3,
             Workload::Lease => 2,
             Workload::Watch => 2,
+            Workload::Append => 3,
         }
     }
 }
@@ -113,6 +117,7 @@ impl Plan {
                         Workload::Election => "election",
                         Workload::Lease => "lease",
                         Workload::Watch => "watch",
+                        Workload::Append => "append",
                     })
                     .collect()
             ),
@@ -387,6 +392,7 @@ async fn drive(
                 Workload::Election => tokio::spawn(workload::election(worker, i == 0)),
                 Workload::Lease => tokio::spawn(workload::lease(worker)),
                 Workload::Watch => tokio::spawn(workload::watch(worker)),
+                Workload::Append => tokio::spawn(workload::append(worker)),
             });
         }
     }

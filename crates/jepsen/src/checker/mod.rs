@@ -2,6 +2,7 @@
 //! the server's own event log read back at the end), so re-checking a saved run gives the
 //! same report.
 
+pub mod elle;
 pub mod faults;
 pub mod linear;
 pub mod lock;
@@ -181,6 +182,9 @@ pub fn check_all(ops: &[Op], truth: &Truth, config: &CheckConfig) -> Vec<CheckRe
     }
     if has(&["watch"]) {
         results.push(watch::watches(ops, truth));
+    }
+    if has(&["txn"]) {
+        results.push(elle::list_append(ops, config));
     }
     if has(&["write", "cas"]) {
         results.push(register::durability(ops, truth));

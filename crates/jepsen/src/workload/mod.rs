@@ -14,10 +14,12 @@
 //! - `lease`: keepalives that stop, then lookups until the lease is gone.
 //! - `watch`: streams over the register keys, resumed after each break.
 //! - `kept`: the leases workers hold, kept alive by a background process of their own.
+//! - `append`: list-append transactions over `/v1/txn` (Elle's workload).
 //!
 //! Every random draw comes from the worker's stream in a fixed order, so a seed replays
 //! the same operations.
 
+mod append;
 mod kept;
 mod lease;
 mod lock;
@@ -26,6 +28,7 @@ mod register;
 mod trylock;
 mod watch;
 
+pub use append::append;
 pub use lease::lease;
 pub use lock::lock;
 pub use queue::{election, semaphore};
@@ -83,6 +86,7 @@ pub struct Ctx {
     pub holder_node: Mutex<Option<usize>>,
     register_ops: AtomicU64,
     trylock_ops: AtomicU64,
+    append_ops: AtomicU64,
 }
 
 impl Ctx {
@@ -111,6 +115,7 @@ impl Ctx {
             holder_node: Mutex::new(None),
             register_ops: AtomicU64::new(0),
             trylock_ops: AtomicU64::new(0),
+            append_ops: AtomicU64::new(0),
         }
     }
 
