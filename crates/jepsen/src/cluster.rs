@@ -316,8 +316,12 @@ pub struct ServerSpec {
     pub binary: PathBuf,
     /// The run directory (data, logs, clock files).
     pub dir: PathBuf,
-    /// Whether to start servers under libfaketime.
+    /// Whether to start servers under libfaketime with a wall-clock file (jumps).
     pub faketime: bool,
+    /// Clock rates by slot (index slot − 1): a server started in a slot with a rate has
+    /// every clock, monotonic included, run at that rate (libfaketime `x<rate>`). Empty:
+    /// real clocks.
+    pub clock_rates: Vec<f64>,
     /// Test-only: the canary servers start with (`BATON_UNSAFE_CANARY`).
     pub canary: Option<String>,
 }
@@ -415,7 +419,13 @@ impl Cluster {
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log2);
-        if let Some(file) = &node.clock_file {
+        if let Some(rate) = spec.clock_rates.get(slot - 1) {
+            // A fixed rate for the process's life: changing it later would move the
+            // monotonic clock backwards or forwards in one step.
+            cmd.env("LD_PRELOAD", FAKETIME_LIB)
+                .env("FAKETIME", format!("+0 x{rate}"))
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "0");
+        } else if let Some(file) = &node.clock_file {
             cmd.env("LD_PRELOAD", FAKETIME_LIB)
                 .env("FAKETIME_TIMESTAMP_FILE", file)
                 .env("FAKETIME_CACHE_DURATION", "1")

@@ -40,10 +40,11 @@ struct TestArgs {
     /// Seconds of workload (faults stop 10 s before the end).
     #[arg(long, default_value_t = 60)]
     time_limit: u64,
-    /// Faults: any of kill, pause, partition, clock, member; or all, or none.
+    /// Faults: any of kill, pause, partition, clock, member, mixed; or all, or none.
     #[arg(long, default_value = "all", value_parser = parse_faults)]
     nemesis: Faults,
-    /// Workloads: any of register, lock, trylock, semaphore, election, lease, watch; or all.
+    /// Workloads: any of register, lock, trylock, semaphore, election, lease, watch, append;
+    /// or all.
     #[arg(long, default_value = "all", value_parser = parse_workloads)]
     workload: Workloads,
     /// Seed of the plan (random if not given; always printed).
@@ -72,6 +73,29 @@ struct TestArgs {
     /// baton built with `--features unsafe-test-hooks` (the test builds are).
     #[arg(long, value_name = "CANARY", value_parser = clap::builder::PossibleValuesParser::new(jepsen::cluster::CANARIES))]
     unsafe_canary: Option<String>,
+    /// Clock drift: every clock of each server (monotonic included, through libfaketime)
+    /// runs at a fixed rate, spread over the slots from 1 + DRIFT to 1 − DRIFT, and the
+    /// checkers allow that drift (spec §2). 0: real clocks. Not with the clock fault.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_drift)]
+    clock_drift: f64,
+    /// TEST ONLY: every server's clocks run RATE times too fast (> 1), beyond the drift the
+    /// checkers allow: early lease ends and early grants must be caught.
+    #[arg(long, value_name = "RATE", value_parser = parse_fast)]
+    clock_fast: Option<f64>,
+}
+
+fn parse_drift(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(d) if (0.0..0.5).contains(&d) => Ok(d),
+        _ => Err("a drift in [0, 0.5), e.g. 0.05".into()),
+    }
+}
+
+fn parse_fast(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r > 1.0 && r <= 10.0 => Ok(r),
+        _ => Err("a rate above 1 (at most 10), e.g. 1.5".into()),
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -184,9 +208,12 @@ fn main() -> ExitCode {
         out: t.out,
         binary,
         canary: t.unsafe_canary,
+        clock_drift: t.clock_drift,
+        clock_fast: t.clock_fast,
         check: CheckConfig {
             budget_s: t.budget_s,
             nodes: usize::from(t.nodes),
+            clock_drift: t.clock_drift,
             ..CheckConfig::default()
         },
     };

@@ -26,16 +26,20 @@ pub enum Fault {
     Clock,
     /// Replace a voter: add a fresh node, then remove and wipe the old one.
     Member,
+    /// A partition with another fault inside it: a kill (any node, either side), or the
+    /// replacement of the node the partition cut off (added and removed while it lasts).
+    Mixed,
 }
 
 impl Fault {
     /// Every kind.
-    pub const ALL: [Fault; 5] = [
+    pub const ALL: [Fault; 6] = [
         Fault::Kill,
         Fault::Pause,
         Fault::Partition,
         Fault::Clock,
         Fault::Member,
+        Fault::Mixed,
     ];
 
     /// Its name in histories.
@@ -46,6 +50,7 @@ impl Fault {
             Fault::Partition => "partition",
             Fault::Clock => "clock",
             Fault::Member => "member",
+            Fault::Mixed => "mixed",
         }
     }
 }
@@ -140,6 +145,13 @@ impl Nemesis {
     /// should not, a step that reported an error.
     async fn verify_start(&self, detail: &Value, undo: &Undo) -> Vec<String> {
         let mut why = errors_in(detail);
+        for part in undo.parts() {
+            self.verify_start_part(detail, part, &mut why).await;
+        }
+        why
+    }
+
+    async fn verify_start_part(&self, detail: &Value, undo: &Undo, why: &mut Vec<String>) {
         match undo {
             Undo::Restart(targets) => {
                 for (slot, pid) in &self.killed {
@@ -178,13 +190,19 @@ impl Nemesis {
             }
             _ => {}
         }
-        why
     }
 
     /// Why undoing a fault did not take effect, if it did not: a restarted process that
     /// is not running, a resumed one still stopped, a step that reported an error.
     async fn verify_stop(&self, detail: &Value, undo: &Undo) -> Vec<String> {
         let mut why = errors_in(detail);
+        for part in undo.parts() {
+            self.verify_stop_part(part, &mut why).await;
+        }
+        why
+    }
+
+    async fn verify_stop_part(&self, undo: &Undo, why: &mut Vec<String>) {
         match undo {
             Undo::Restart(targets) => {
                 // Give a process that fails at start (a bad data dir, a taken port) time to exit.
@@ -208,7 +226,6 @@ impl Nemesis {
             }
             _ => {}
         }
-        why
     }
 
     async fn members(&self) -> Vec<usize> {
@@ -304,7 +321,7 @@ impl Nemesis {
                 };
                 let detail = json!({
                     "kind": name,
-                    "grudge": grudge.iter().map(|(d, s)| (format!("n{d}"), names(s))).collect::<BTreeMap<_, _>>(),
+                    "grudge": grudge_names(&grudge),
                     "error": result.err().map(|e| e.to_string()),
                 });
                 (detail, Undo::Heal)
@@ -326,8 +343,69 @@ impl Nemesis {
                 }
                 (detail, Undo::Clock(slots))
             }
-            Fault::Member => self.replace().await,
+            Fault::Member => self.replace(None).await,
+            Fault::Mixed => match leader {
+                Some(leader) if self.rng.random_bool(0.5) => {
+                    self.partition_and_replace(&slots, leader).await
+                }
+                _ => self.partition_and_kill(&slots, leader).await,
+            },
         }
+    }
+
+    /// A partition (any kind), then a kill of any one node.
+    async fn partition_and_kill(
+        &mut self,
+        slots: &[usize],
+        leader: Option<usize>,
+    ) -> (Value, Undo) {
+        let (name, grudge) = self.grudge(slots, leader);
+        let result = if name == "flaky" {
+            cluster::flaky(slots, 0.3)
+        } else {
+            cluster::partition(&grudge)
+        };
+        let target = slots
+            .choose(&mut self.rng)
+            .copied()
+            .into_iter()
+            .collect::<Vec<_>>();
+        let mut cluster = self.cluster.lock().await;
+        self.killed = cluster.pids(&target);
+        for t in &target {
+            cluster.kill(*t);
+        }
+        let detail = json!({
+            "kind": name,
+            "grudge": grudge_names(&grudge),
+            "nodes": names(&target),
+            "error": result.err().map(|e| e.to_string()),
+        });
+        (detail, Undo::Both(vec![Undo::Restart(target), Undo::Heal]))
+    }
+
+    /// Cuts one node that is not the leader off from the others, then replaces it while it
+    /// is cut off: a fresh node joins, and at the end the cut-off one is removed (before
+    /// the partition heals) and wiped.
+    async fn partition_and_replace(&mut self, slots: &[usize], leader: usize) -> (Value, Undo) {
+        let others: Vec<usize> = slots.iter().copied().filter(|s| *s != leader).collect();
+        let Some(&cut) = others.choose(&mut self.rng) else {
+            return self.partition_and_kill(slots, Some(leader)).await;
+        };
+        let rest: Vec<usize> = slots.iter().copied().filter(|s| *s != cut).collect();
+        let mut grudge: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        grudge.insert(cut, rest.clone());
+        for r in &rest {
+            grudge.insert(*r, vec![cut]);
+        }
+        if let Err(e) = cluster::partition(&grudge) {
+            let detail = json!({"kind": "isolated", "grudge": grudge_names(&grudge), "error": e.to_string()});
+            return (detail, Undo::Heal);
+        }
+        let (mut detail, undo) = self.replace(Some(cut)).await;
+        detail["kind"] = json!("isolated");
+        detail["grudge"] = json!(grudge_names(&grudge));
+        (detail, Undo::Both(vec![undo, Undo::Heal]))
     }
 
     fn grudge(
@@ -388,8 +466,9 @@ impl Nemesis {
         }
     }
 
-    /// Grows by a fresh node on the spare slot; `stop` removes and wipes an old voter.
-    async fn replace(&mut self) -> (Value, Undo) {
+    /// Grows by a fresh node on the spare slot; `stop` removes and wipes an old voter
+    /// (`old`, or one drawn at random).
+    async fn replace(&mut self, old: Option<usize>) -> (Value, Undo) {
         let slots = self.members().await;
         let spare = {
             let cluster = self.cluster.lock().await;
@@ -425,7 +504,7 @@ impl Nemesis {
                 format!("http://{}:{API_PORT}", cluster::ip(spare)),
             ));
         }
-        let old = slots.choose(&mut self.rng).copied();
+        let old = old.or_else(|| slots.choose(&mut self.rng).copied());
         (
             json!({"added": format!("n{spare}"), "id": id}),
             old.map(Undo::Remove).unwrap_or(Undo::Nothing),
@@ -466,8 +545,32 @@ impl Nemesis {
     }
 
     async fn stop(&mut self, undo: Undo) -> Value {
+        let Undo::Both(parts) = undo else {
+            return self.stop_one(undo).await;
+        };
+        // Each part's detail under its own name; the first error is the whole one's.
+        let mut detail = json!({});
+        for part in parts {
+            let name = match &part {
+                Undo::Restart(_) => "restarted",
+                Undo::Heal => "healed",
+                Undo::Remove(_) => "removed",
+                _ => "undone",
+            };
+            let done = self.stop_one(part).await;
+            if let Some(e) = errors_in(&done).first()
+                && detail.get("error").is_none()
+            {
+                detail["error"] = json!(e);
+            }
+            detail[name] = done;
+        }
+        detail
+    }
+
+    async fn stop_one(&mut self, undo: Undo) -> Value {
         match undo {
-            Undo::Nothing => Value::Null,
+            Undo::Nothing | Undo::Both(_) => Value::Null,
             Undo::Restart(targets) => {
                 let mut cluster = self.cluster.lock().await;
                 let errors: Vec<String> = targets
@@ -575,6 +678,26 @@ enum Undo {
     Heal,
     Clock(Vec<usize>),
     Remove(usize),
+    /// Several, undone in this order (never nested).
+    Both(Vec<Undo>),
+}
+
+impl Undo {
+    /// The single undos this one is made of.
+    fn parts(&self) -> Vec<&Undo> {
+        match self {
+            Undo::Both(parts) => parts.iter().collect(),
+            one => vec![one],
+        }
+    }
+}
+
+/// A grudge as the history records it: node name to the names it drops.
+fn grudge_names(grudge: &BTreeMap<usize, Vec<usize>>) -> BTreeMap<String, Vec<String>> {
+    grudge
+        .iter()
+        .map(|(d, s)| (format!("n{d}"), names(s)))
+        .collect()
 }
 
 /// Errors a fault's steps reported in its detail (`error`, `removed`'s error, …).

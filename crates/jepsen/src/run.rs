@@ -87,6 +87,12 @@ pub struct Plan {
     pub binary: PathBuf,
     /// Test-only: the canary the servers run with (the checkers must notice).
     pub canary: Option<String>,
+    /// Clock drift the servers run with and the checkers allow: slot rates spread over
+    /// 1 ± drift (0: real clocks).
+    pub clock_drift: f64,
+    /// Test-only: every server's clocks run this many times too fast, whatever the
+    /// checkers allow (they must notice).
+    pub clock_fast: Option<f64>,
     /// Checker settings.
     pub check: CheckConfig,
 }
@@ -128,7 +134,34 @@ impl Plan {
                 .as_ref()
                 .map(|c| format!(" --unsafe-canary {c}"))
                 .unwrap_or_default()
-        )
+        ) + &self.clock_flags()
+    }
+
+    fn clock_flags(&self) -> String {
+        let mut flags = String::new();
+        if self.clock_drift > 0.0 {
+            flags.push_str(&format!(" --clock-drift {}", self.clock_drift));
+        }
+        if let Some(fast) = self.clock_fast {
+            flags.push_str(&format!(" --clock-fast {fast}"));
+        }
+        flags
+    }
+
+    /// The clock rate of each of `slots` slots (empty: real clocks). With drift, the
+    /// rates are spread evenly from 1 + drift (slot 1) to 1 − drift (the last slot), so
+    /// both extremes run.
+    pub fn clock_rates(&self, slots: usize) -> Vec<f64> {
+        if let Some(fast) = self.clock_fast {
+            return vec![fast; slots];
+        }
+        if self.clock_drift <= 0.0 {
+            return Vec::new();
+        }
+        let last = slots.saturating_sub(1).max(1) as f64;
+        (0..slots)
+            .map(|i| 1.0 + self.clock_drift * (1.0 - 2.0 * i as f64 / last))
+            .collect()
     }
 }
 
@@ -175,7 +208,17 @@ async fn wait_ready(http: &reqwest::Client, slots: &[usize], timeout: Duration) 
 
 /// Runs the plan; returns the overall verdict and the run directory.
 pub async fn run(plan: Plan) -> Result<(Validity, PathBuf), Error> {
-    cluster::preflight(plan.faults.contains(&Fault::Clock))?;
+    if plan.faults.contains(&Fault::Clock) && (plan.clock_drift > 0.0 || plan.clock_fast.is_some())
+    {
+        // libfaketime takes one clock specification per process: either jumps of the wall
+        // clock (the `clock` fault) or a rate for every clock.
+        return Err(Error::Setup(
+            "the clock fault cannot be combined with --clock-drift or --clock-fast".into(),
+        ));
+    }
+    cluster::preflight(
+        plan.faults.contains(&Fault::Clock) || plan.clock_drift > 0.0 || plan.clock_fast.is_some(),
+    )?;
     let names = |v: Vec<String>| {
         if v.is_empty() {
             "none".into()
@@ -200,12 +243,14 @@ pub async fn run(plan: Plan) -> Result<(Validity, PathBuf), Error> {
         .canonicalize()
         .map_err(|e| Error::Setup(e.to_string()))?;
     tracing::info!(dir = %dir.display(), "run directory");
-    let spares = usize::from(plan.faults.contains(&Fault::Member));
+    let spares =
+        usize::from(plan.faults.contains(&Fault::Member) || plan.faults.contains(&Fault::Mixed));
     cluster::setup_network(plan.nodes + spares)?;
     let spec = ServerSpec {
         binary: plan.binary.clone(),
         dir: dir.clone(),
         faketime: plan.faults.contains(&Fault::Clock),
+        clock_rates: plan.clock_rates(plan.nodes + spares),
         canary: plan.canary.clone(),
     };
     let cluster = Arc::new(tokio::sync::Mutex::new(Cluster::start(
@@ -225,6 +270,7 @@ pub async fn run(plan: Plan) -> Result<(Validity, PathBuf), Error> {
         "nodes": plan.nodes,
         "time_limit_s": plan.time_limit,
         "canary": plan.canary,
+        "clock_rates": plan.clock_rates(plan.nodes + spares),
         "check": plan.check,
         "git": git_revision(),
     });

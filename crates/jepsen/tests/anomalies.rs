@@ -584,10 +584,13 @@ fn stale_holder_write_accepted_by_the_store_is_a_lost_update() {
         (h.ops(), stale)
     };
     let (ops, stale) = story(true);
-    assert_eq!(flagged(&lock::fencing(&ops), "lost-update"), [stale]);
+    assert_eq!(
+        flagged(&lock::fencing(&ops, &CheckConfig::default()), "lost-update"),
+        [stale]
+    );
 
     let (ops, _) = story(false);
-    passes(&lock::fencing(&ops));
+    passes(&lock::fencing(&ops, &CheckConfig::default()));
     passes(&register::revisions(&ops));
 }
 
@@ -633,13 +636,13 @@ fn grant_while_the_last_holder_may_still_hold_is_early() {
     };
     for tenure in [Tenure::Held, Tenure::RefusedRelease] {
         let (ops, a, b) = story(tenure);
-        let found = flagged(&lock::fencing(&ops), "early-grant");
+        let found = flagged(&lock::fencing(&ops, &CheckConfig::default()), "early-grant");
         assert_eq!(found, [a, b]);
     }
 
     for tenure in [Tenure::Released, Tenure::Expired] {
         let (ops, _, _) = story(tenure);
-        passes(&lock::fencing(&ops));
+        passes(&lock::fencing(&ops, &CheckConfig::default()));
         passes(&register::revisions(&ops));
     }
 }
@@ -845,12 +848,15 @@ fn a_second_leader_before_the_first_could_have_lost_its_lease_is_two_at_once() {
     };
     let (ops, a, b) = story(false);
     assert_eq!(
-        flagged(&lock::election(&ops), "two-leaders-at-once"),
+        flagged(
+            &lock::election(&ops, &CheckConfig::default()),
+            "two-leaders-at-once"
+        ),
         [a, b]
     );
 
     let (ops, _, _) = story(true);
-    passes(&lock::election(&ops));
+    passes(&lock::election(&ops, &CheckConfig::default()));
 }
 
 #[test]
@@ -870,10 +876,16 @@ fn one_fence_naming_two_leases_is_two_leaders() {
         (h.ops(), c, o)
     };
     let (ops, c, o) = story(6);
-    assert_eq!(flagged(&lock::election(&ops), "two-leaders"), [c, o]);
+    assert_eq!(
+        flagged(
+            &lock::election(&ops, &CheckConfig::default()),
+            "two-leaders"
+        ),
+        [c, o]
+    );
 
     let (ops, _, _) = story(5);
-    passes(&lock::election(&ops));
+    passes(&lock::election(&ops, &CheckConfig::default()));
 }
 
 // ---------------------------------------------------------------- leases
@@ -901,6 +913,39 @@ fn lease_gone_before_its_ttl_after_a_keepalive_expired_early() {
     let result = session::leases(&ops, &config);
     passes(&result);
     assert_eq!(result.valid, Validity::Valid);
+}
+
+/// With clock drift allowed (spec §2), a lease may end TTL / (1 + drift) after its
+/// renewal: gone at 0.96 × TTL is early for real clocks, within a 5 % drift, and early
+/// again at 0.9 × TTL.
+#[test]
+fn the_early_bound_allows_the_stated_clock_drift_and_no_more() {
+    let story = |gone_after_ms: u64| {
+        let mut h = H::default();
+        h.grant_lease(7, TTL_MS, 1);
+        let keep = h.keepalive(7, TTL_MS);
+        let ends = h.time(keep) + gone_after_ms * MS;
+        let args = json!({"lease": 7, "ttl_ms": TTL_MS});
+        // The lookup is invoked and answered right at `ends`.
+        h.wait_ms(gone_after_ms.saturating_sub(2));
+        let gone = h.refused(1_000_007, "keepalive", "7", args, "lease_not_found");
+        assert!(h.time(gone + 1) <= ends + MS);
+        h.ops()
+    };
+    let drift = CheckConfig {
+        clock_drift: 0.05,
+        ..CheckConfig::default()
+    };
+    let at = |fraction: f64| story((TTL_MS as f64 * fraction) as u64);
+    let early = |ops: &[Op], config: &CheckConfig| {
+        session::leases(ops, config)
+            .anomalies
+            .iter()
+            .any(|a| a.kind == "lease-expired-early")
+    };
+    assert!(early(&at(0.96), &CheckConfig::default()));
+    assert!(!early(&at(0.96), &drift));
+    assert!(early(&at(0.90), &drift));
 }
 
 #[test]
@@ -1227,9 +1272,15 @@ fn observed_leadership_that_goes_back_in_time_is_refused() {
         (h.ops(), a, b)
     };
     let (ops, a, b) = story(12);
-    assert_eq!(flagged(&lock::election(&ops), "leader-went-back"), [a, b]);
+    assert_eq!(
+        flagged(
+            &lock::election(&ops, &CheckConfig::default()),
+            "leader-went-back"
+        ),
+        [a, b]
+    );
     let (ops, _, _) = story(30);
-    passes(&lock::election(&ops));
+    passes(&lock::election(&ops, &CheckConfig::default()));
 }
 
 #[test]

@@ -38,7 +38,7 @@ fn replay_store<'a>(ops: &[&'a Op], read: &str, write: &str) -> (usize, Vec<&'a 
 /// The fenced store never loses an update; no lock is granted while the previous holder
 /// can still believe its lease alive. Reports the unfenced shadow store's lost updates
 /// (the test's teeth) and overlapping believed-holding intervals.
-pub fn fencing(ops: &[Op]) -> CheckResult {
+pub fn fencing(ops: &[Op], config: &CheckConfig) -> CheckResult {
     let mut anomalies = Vec::new();
     let mut by_lock: BTreeMap<&str, Vec<&Op>> = BTreeMap::new();
     for op in ops.iter().filter(|o| {
@@ -51,7 +51,7 @@ pub fn fencing(ops: &[Op]) -> CheckResult {
             by_lock.entry(k).or_default().push(op);
         }
     }
-    let leases = LeaseTimes::from(ops);
+    let leases = LeaseTimes::from(ops, config);
     let mut stats = serde_json::Map::new();
     let mut grants_total = 0;
     for (name, lock_ops) in &by_lock {
@@ -132,10 +132,12 @@ struct LeaseTimes {
     renewals: HashMap<u64, Vec<u64>>,
     /// Earliest invoke of a revoke that was not refused, per lease.
     revoked: HashMap<u64, u64>,
+    /// The clock drift allowed (a lease may end early by it).
+    allowed: CheckConfig,
 }
 
 impl LeaseTimes {
-    fn from(ops: &[Op]) -> LeaseTimes {
+    fn from(ops: &[Op], config: &CheckConfig) -> LeaseTimes {
         let mut renewals: HashMap<u64, Vec<u64>> = HashMap::new();
         let mut revoked: HashMap<u64, u64> = HashMap::new();
         for op in ops {
@@ -161,7 +163,11 @@ impl LeaseTimes {
                 _ => {}
             }
         }
-        LeaseTimes { renewals, revoked }
+        LeaseTimes {
+            renewals,
+            revoked,
+            allowed: config.clone(),
+        }
     }
 
     /// The last renewal of `lease` invoked before `t`.
@@ -191,7 +197,9 @@ impl LeaseTimes {
             })
             .map(|o| o.call)
             .min();
-        let expiry = self.last_renewal(lease, t).map(|k| k + ttl);
+        let expiry = self
+            .last_renewal(lease, t)
+            .map(|k| k + self.allowed.shortest(ttl));
         [release, self.revoked.get(&lease).copied(), expiry]
             .into_iter()
             .flatten()
@@ -475,7 +483,7 @@ pub fn semaphore(ops: &[Op], truth: &Truth) -> CheckResult {
 
 /// At most one leader per fence: every observation of a fence names the lease that won
 /// it, and observations never go back to an older leadership.
-pub fn election(ops: &[Op]) -> CheckResult {
+pub fn election(ops: &[Op], config: &CheckConfig) -> CheckResult {
     let mut anomalies = Vec::new();
     let mut winner: HashMap<u64, &Op> = HashMap::new();
     let lease_of = |o: &Op| {
@@ -510,7 +518,7 @@ pub fn election(ops: &[Op]) -> CheckResult {
     }
     // Leaderships of different fences whose tenures overlap: the later campaign completed
     // before the earlier leader could have resigned or lost its lease.
-    let leases = LeaseTimes::from(ops);
+    let leases = LeaseTimes::from(ops, config);
     let election_ops: Vec<&Op> = ops
         .iter()
         .filter(|o| matches!(o.f.as_str(), "campaign" | "resign"))

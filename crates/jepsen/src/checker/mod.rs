@@ -136,6 +136,23 @@ pub struct CheckConfig {
     /// Voting members (a kill of a majority stops every lease clock).
     #[serde(default = "three")]
     pub nodes: usize,
+    /// The clock drift the servers ran with (spec §2): a lease may end TTL / (1 + drift)
+    /// after its renewal, and as late as the bound / (1 − drift).
+    #[serde(default)]
+    pub clock_drift: f64,
+}
+
+impl CheckConfig {
+    /// The earliest a lease of `ttl` (ns) may end after a renewal, at the allowed drift.
+    pub fn shortest(&self, ttl: u64) -> u64 {
+        (ttl as f64 / (1.0 + self.clock_drift)) as u64
+    }
+
+    /// The longest `bound` (ns) of the leader's clock may take in real time, at the
+    /// allowed drift.
+    pub fn longest(&self, bound: u64) -> u64 {
+        (bound as f64 / (1.0 - self.clock_drift).max(0.5)) as u64
+    }
 }
 
 fn three() -> usize {
@@ -149,6 +166,7 @@ impl Default for CheckConfig {
             lease_slack_ms: 6_000,
             min_ok_ops: 50,
             nodes: 3,
+            clock_drift: 0.0,
         }
     }
 }
@@ -163,7 +181,7 @@ pub fn check_all(ops: &[Op], truth: &Truth, config: &CheckConfig) -> Vec<CheckRe
     }
     results.push(register::revisions(ops));
     if has(&["acquire"]) {
-        results.push(lock::fencing(ops));
+        results.push(lock::fencing(ops, config));
     }
     if has(&["try-acquire"]) {
         results.push(lock::trylock(ops, config));
@@ -175,7 +193,7 @@ pub fn check_all(ops: &[Op], truth: &Truth, config: &CheckConfig) -> Vec<CheckRe
         results.push(lock::semaphore(ops, truth));
     }
     if has(&["campaign", "observe"]) {
-        results.push(lock::election(ops));
+        results.push(lock::election(ops, config));
     }
     if has(&["keepalive", "lease-get"]) {
         results.push(session::leases(ops, config));

@@ -69,7 +69,9 @@ pub fn leases(ops: &[Op], config: &CheckConfig) -> CheckResult {
         .into_iter()
         .filter(|w| {
             let killed = w.detail["nodes"].as_array().map_or(0, Vec::len);
-            matches!(w.kind.as_str(), "kill" | "kill-all" | "pause") && killed * 2 > config.nodes
+            // A partition with a kill inside may leave no majority anywhere: counted whole.
+            (matches!(w.kind.as_str(), "kill" | "kill-all" | "pause") && killed * 2 > config.nodes)
+                || w.kind == "mixed"
         })
         .map(|w| {
             let back = ok_times.partition_point(|t| *t <= w.end);
@@ -96,7 +98,7 @@ pub fn leases(ops: &[Op], config: &CheckConfig) -> CheckResult {
                 .chain([grant.call])
                 .max()
                 .unwrap_or(grant.call);
-            if seen < last + ttl {
+            if seen < last + config.shortest(ttl) {
                 anomalies.push(Anomaly::new(
                     "lease-expired-early",
                     &[grant, g],
@@ -127,7 +129,7 @@ pub fn leases(ops: &[Op], config: &CheckConfig) -> CheckResult {
                 .filter(|(s, e)| *e > stopped && *s < a.call)
                 .map(|(s, e)| e.min(&a.call) - s.max(&stopped))
                 .sum::<u64>();
-            a.call > stopped + ttl + config.lease_slack_ms * 1_000_000 + outage
+            a.call > stopped + config.longest(ttl + config.lease_slack_ms * 1_000_000) + outage
         });
         if let Some(late) = late {
             anomalies.push(Anomaly::new(
