@@ -619,22 +619,6 @@ async fn sigterm_answers_held_open_requests_and_exits_cleanly() {
     assert!(server.terminate(), "the server exits cleanly");
 }
 
-/// The queue of lock `name` as (lease, enqueued revision), in order.
-async fn queue_of(c: &Cluster, name: &str) -> Vec<(u64, u64)> {
-    let (_, state) = c.get(1, &format!("/v1/locks/{name}")).await.unwrap();
-    state["queue"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| {
-            (
-                w["lease_id"].as_u64().unwrap(),
-                w["enqueued_revision"].as_u64().unwrap(),
-            )
-        })
-        .collect()
-}
-
 /// A wait longer than the server holds one request open keeps its place: the request is
 /// answered 202 with its place, the place stays in the queue (same position, same enqueue
 /// revision) while nobody waits on it, a request naming it waits in it again, and gets the
@@ -663,7 +647,7 @@ async fn a_wait_longer_than_one_request_keeps_its_place_in_the_queue() {
         .post(1, "/v1/locks/P/acquire", acquire_body(second, "w", 60_000))
         .await;
     assert_eq!((status, &behind["position"]), (202, &json!(2)), "{behind}");
-    assert_eq!(queue_of(&c, "P").await[0], (first, place));
+    assert_eq!(c.lock_queue(1, "P").await[0], (first, place));
 
     // Taking the place up: held again, answered 202 again, and still first in line.
     let mut take_up = acquire_body(first, "w", 60_000);
@@ -674,7 +658,7 @@ async fn a_wait_longer_than_one_request_keeps_its_place_in_the_queue() {
         (again["enqueued"].as_u64(), again["position"].as_u64()),
         (Some(place), Some(1))
     );
-    let queue = queue_of(&c, "P").await;
+    let queue = c.lock_queue(1, "P").await;
     assert_eq!(queue.len(), 2, "{queue:?}");
     assert_eq!(queue[0], (first, place), "the place and its order are kept");
 

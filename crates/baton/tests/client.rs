@@ -249,26 +249,12 @@ async fn a_long_wait_keeps_its_place_across_the_hold_limit() {
         Lease::grant(&client, ttl).await.unwrap(),
     ];
     let held = holder.lock("long").await.unwrap();
-    let queue = || async {
-        let (_, state) = c.get(1, "/v1/locks/long").await.unwrap();
-        state["queue"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|w| {
-                (
-                    w["lease_id"].as_u64().unwrap(),
-                    w["enqueued_revision"].as_u64().unwrap(),
-                )
-            })
-            .collect::<Vec<_>>()
-    };
     let wait = |lease: Lease| {
         tokio::spawn(async move { lease.lock_timeout("long", Duration::from_secs(60)).await })
     };
     let first_wait = wait(first.clone());
     let place = loop {
-        if let Some(&entry) = queue().await.first() {
+        if let Some(&entry) = c.lock_queue(1, "long").await.first() {
             break entry;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -277,13 +263,17 @@ async fn a_long_wait_keeps_its_place_across_the_hold_limit() {
     let second_wait = wait(second.clone());
     // Longer than two hold limits: each waiter's request has been answered 202 and sent again.
     tokio::time::sleep(Duration::from_millis(2_500)).await;
-    let now = queue().await;
+    let now = c.lock_queue(1, "long").await;
     assert_eq!(now.len(), 2, "{now:?}");
     assert_eq!(now[0], place, "the first waiter kept its place");
     held.release().await.unwrap();
     let granted = first_wait.await.unwrap().unwrap();
     assert_eq!(granted.lease().id(), first.id());
-    assert_eq!(queue().await.len(), 1, "the second still waits, behind");
+    assert_eq!(
+        c.lock_queue(1, "long").await.len(),
+        1,
+        "the second still waits, behind"
+    );
     let fence = granted.fence();
     granted.release().await.unwrap();
     let next = second_wait.await.unwrap().unwrap();

@@ -319,6 +319,22 @@ impl Cluster {
         body["revision"].as_u64().unwrap()
     }
 
+    /// The queue of lock `name` as node `id` shows it: (lease, enqueue revision), in order.
+    pub async fn lock_queue(&self, id: u64, name: &str) -> Vec<(u64, u64)> {
+        let (_, state) = self.get(id, &format!("/v1/locks/{name}")).await.unwrap();
+        state["queue"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| {
+                (
+                    w["lease_id"].as_u64().unwrap(),
+                    w["enqueued_revision"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    }
+
     pub fn data_dir(&self) -> &Path {
         self.dir.path()
     }
