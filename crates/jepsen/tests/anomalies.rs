@@ -952,7 +952,7 @@ fn the_early_bound_allows_the_stated_clock_drift_and_no_more() {
 fn lease_alive_long_after_its_keepalives_stopped_expired_late() {
     const TTL: u64 = 2_000;
     let config = CheckConfig::default();
-    let bound_ms = TTL + config.lease_slack_ms;
+    let bound_ms = config.lease_late_bound_ms(TTL);
     // Keepalives stop; the lease is looked up `alive_at_ms` later, then found gone a TTL
     // after that.
     let story = |alive_at_ms: u64| {
@@ -1013,7 +1013,44 @@ fn the_late_bound_of_a_lease_leaves_out_a_whole_cluster_outage() {
     let result = session::leases(&ops, &config);
     passes(&result);
     // Alive longer than the whole bound after the cluster is back is not.
-    let (ops, grant, get) = story(TTL + config.lease_slack_ms + 1_000);
+    let (ops, grant, get) = story(config.lease_late_bound_ms(TTL) + 1_000);
+    let found = flagged(&session::leases(&ops, &config), "lease-expired-late");
+    assert_eq!(found, [grant, get]);
+}
+
+/// A node that restarted or caught up through a snapshot counts the leases it knows from
+/// then (spec §2): after a fault ends, a lease may live `ttl + election timeout + margin`
+/// past it, even beyond the bound from its last keepalive, and no longer.
+#[test]
+fn the_late_bound_of_a_lease_allows_a_restart_or_rejoin_and_no_more() {
+    const TTL: u64 = 2_000;
+    let config = CheckConfig::default();
+    let bound = config.lease_late_bound_ms(TTL);
+    let rejoin = config.lease_rejoin_bound_ms(TTL);
+    let story = |alive_at_ms: u64| {
+        let mut h = H::default();
+        let grant = h.grant_lease(8, TTL, 1);
+        h.keepalive(8, TTL);
+        h.wait_ms(3_000);
+        h.nemesis("partition-start");
+        h.wait_ms(2_000);
+        h.nemesis("partition-stop");
+        h.wait_ms(alive_at_ms - 5_000);
+        let get = h.call(
+            8,
+            "lease-get",
+            "8",
+            json!({"lease": 8}),
+            json!({"remaining_ms": 1}),
+        );
+        (h.ops(), grant, get)
+    };
+    // Past the bound from the keepalive, within the rejoin bound from the heal.
+    assert!(5_000 + rejoin > bound + 500);
+    let (ops, _, _) = story(bound + 500);
+    passes(&session::leases(&ops, &config));
+    // Past both.
+    let (ops, grant, get) = story(5_000 + rejoin + 500);
     let found = flagged(&session::leases(&ops, &config), "lease-expired-late");
     assert_eq!(found, [grant, get]);
 }

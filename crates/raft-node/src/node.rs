@@ -7,7 +7,7 @@ use crate::config::NodeConfig;
 use crate::error::NodeError;
 use crate::membership::{self, MemberChange};
 use crate::network::{self, NetworkFactory, PeerClient, PeerError, PeerFailure};
-use crate::store::{self, AppliedBatch, AppliedProgress, SmShared};
+use crate::store::{self, AppliedBatch, AppliedProgress, LeaseRecords, SmShared};
 use crate::types::{NodeAddr, NodeId, Raft, RaftError, RaftMetrics, leading_term};
 use crate::worker::lease_clock::{self, ClockConfig, ClockPort, ClockRequest, KeepaliveAnswer};
 use crate::worker::proposer::{self, BatchBounds, Pending};
@@ -370,6 +370,18 @@ impl Node {
         self.inner.sm.query(f)
     }
 
+    /// Starts an election on this node at once, as when its election timer fires: with a
+    /// log as long as a quorum's it becomes leader in a new term. Moves leadership for
+    /// maintenance and for tests that need leader changes without stopping a process.
+    pub async fn campaign(&self) -> Result<(), NodeError> {
+        self.inner
+            .raft
+            .trigger()
+            .elect()
+            .await
+            .map_err(|_| NodeError::Stopped)
+    }
+
     /// Keeps a lease alive on the leader's clock. `Some(ttl_ms)`: the lease lives at least
     /// `ttl_ms` from when this call was sent; `None`: the lease is gone.
     pub async fn keepalive(&self, lease: LeaseId) -> Result<Option<u64>, NodeError> {
@@ -395,18 +407,18 @@ impl Node {
             .await
             .map_err(|_| NodeError::Stopped)?;
         match answer.await.map_err(|_| NodeError::Stopped)? {
-            KeepaliveAnswer::Ack {
-                ttl_ms,
-                reset_checkpoint,
-            } => {
-                if reset_checkpoint {
-                    // A checkpoint of this lease is recorded or on its way: commit a reset
-                    // first, or a new leader could end the lease earlier than ttl after
-                    // this keepalive.
-                    let reset = Command::LeaseCheckpoint(LeaseCheckpoint {
+            KeepaliveAnswer::Ack { ttl_ms, reset } => {
+                if let Some(mark) = reset {
+                    // A checkpoint of this lease is recorded or on its way, or this leader
+                    // was promoted since the lease's last reset: commit a reset first, or a
+                    // new leader could end the lease earlier than ttl after this keepalive.
+                    let command = Command::LeaseCheckpoint(LeaseCheckpoint {
                         remaining_ms: vec![(lease, ttl_ms)],
                     });
-                    self.propose_here(Proposal::from(reset)).await?;
+                    self.propose_here(Proposal::from(command)).await?;
+                    let committed = ClockRequest::ResetCommitted { lease, mark };
+                    // A clock that stopped needs no news.
+                    let _ = self.inner.clock.send(committed).await;
                 }
                 Ok(Some(ttl_ms))
             }
@@ -666,6 +678,10 @@ impl ClockPort for Node {
 
     fn query<R>(&self, f: impl FnOnce(&StateMachine) -> R) -> R {
         self.inner.sm.query(f)
+    }
+
+    fn query_records<R>(&self, f: impl FnOnce(&StateMachine, &LeaseRecords) -> R) -> R {
+        self.inner.sm.query_records(f)
     }
 
     fn confirm_leadership(&self) -> impl Future<Output = Result<u64, NodeError>> + Send {

@@ -143,6 +143,100 @@ async fn repeated_leader_changes_do_not_keep_a_dead_clients_lease_alive() {
     cluster.shutdown().await;
 }
 
+/// Spec §2's late bound under leader churn: a dead client's lease ends within `ttl +
+/// min(ttl, 2 × checkpoint interval) + failover + election timeout` of its last keepalive,
+/// however many leader changes happen meanwhile; a live client's lease never ends early.
+/// Leadership moves every 400 ms without stopping any process (a restarted node counts
+/// what it replays from its restart: spec §2), faster than any leader could checkpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_churn_ends_a_dead_clients_lease_within_one_bound_and_keeps_a_live_one() {
+    let interval_ms = 500;
+    let cluster = Cluster::start(3, |c| c.lease_checkpoint_interval_ms = interval_ms).await;
+    let election_max_ms = cluster.configs[&1].election_timeout_max_ms;
+    let ttl_ms = 3_000;
+    let first = cluster.leader().await;
+    let node = cluster.node(first).clone();
+    let dead = grant_lease(&node, ttl_ms).await;
+    let live = grant_lease(&node, ttl_ms).await;
+    let mut last_dead = Instant::now();
+    for _ in 0..3 {
+        let sent = Instant::now();
+        assert_eq!(node.keepalive(dead).await.unwrap(), Some(ttl_ms));
+        last_dead = sent;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The live client keeps alive every ttl/4 through whichever node answers; each
+    // acknowledged keepalive's send time is recorded.
+    let keeper = {
+        let node = node.clone();
+        tokio::spawn(async move {
+            let mut acked = Vec::new();
+            let stop = Instant::now() + Duration::from_secs(12);
+            while Instant::now() < stop {
+                let sent = Instant::now();
+                match node.keepalive(live).await {
+                    Ok(Some(_)) => acked.push(sent),
+                    Ok(None) => panic!("the live lease ended; acknowledged: {acked:?}"),
+                    Err(e) => tracing::info!(error = %e, "keepalive refused; retrying"),
+                }
+                tokio::time::sleep(Duration::from_millis(ttl_ms / 4)).await;
+            }
+            acked
+        })
+    };
+    // The lease's whole life and then some, with a leader change every 400 ms.
+    let mut changes = 0;
+    let mut gone_at = None;
+    let churn_until = last_dead + Duration::from_secs(10);
+    while Instant::now() < churn_until {
+        let leader = cluster.leader().await;
+        let follower = *cluster.nodes.keys().find(|id| **id != leader).unwrap();
+        if let Ok(alive) = cluster.node(follower).read(|sm| sm.has_lease(dead)).await {
+            let finished = Instant::now();
+            if !alive && gone_at.is_none() {
+                gone_at = Some(finished);
+            }
+            if alive {
+                assert!(
+                    gone_at.is_none(),
+                    "the lease came back after it was seen gone"
+                );
+            }
+        }
+        cluster.node(follower).campaign().await.unwrap();
+        changes += 1;
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    let acked = keeper.await.unwrap();
+    let gone_at = gone_at.expect("the dead client's lease ended during the churn");
+    let after = gone_at - last_dead;
+    let bound = ttl_ms + ttl_ms.min(2 * interval_ms) + 2 * election_max_ms + election_max_ms;
+    tracing::info!(
+        changes,
+        after_ms = after.as_millis() as u64,
+        bound,
+        "dead lease ended"
+    );
+    assert!(changes >= 20, "the test made leader changes ({changes})");
+    assert!(
+        after >= Duration::from_millis(ttl_ms),
+        "ended {after:?} after its last keepalive: early"
+    );
+    // The margin on top of the bound is for the expiry's own commit and this poll.
+    assert!(
+        after <= Duration::from_millis(bound + 1_000),
+        "ended {after:?} after its last keepalive, {changes} leader changes; bound {bound} ms"
+    );
+    assert!(acked.len() >= 10, "the live client was heard ({acked:?})");
+    let alive = cluster
+        .node(first)
+        .read(|sm| sm.has_lease(live))
+        .await
+        .unwrap();
+    assert!(alive, "the live client's lease survived the churn");
+    cluster.shutdown().await;
+}
+
 fn acquire(name: &str, lease: LeaseId, wait_ms: u64, lock_delay_ms: u64) -> Proposal {
     Proposal::from(Command::LockAcquire(LockAcquire {
         name: name.into(),

@@ -129,8 +129,12 @@ pub struct Truth {
 pub struct CheckConfig {
     /// Budget of the linearizability search per partition, in seconds.
     pub budget_s: u64,
-    /// Lease checkpoint interval plus election timeout (ms): how late a lease may end.
-    pub lease_slack_ms: u64,
+    /// The servers' lease checkpoint interval (ms), for the late bound.
+    #[serde(default = "checkpoint_interval_ms")]
+    pub checkpoint_interval_ms: u64,
+    /// The servers' longest election timeout (ms), for the late bound.
+    #[serde(default = "election_timeout_max_ms")]
+    pub election_timeout_max_ms: u64,
     /// Fewest ok client operations for a verdict other than unknown.
     pub min_ok_ops: usize,
     /// Voting members (a kill of a majority stops every lease clock).
@@ -148,6 +152,23 @@ impl CheckConfig {
         (ttl as f64 / (1.0 + self.clock_drift)) as u64
     }
 
+    /// How long after its last keepalive a lease of `ttl_ms` may still be alive, outages
+    /// aside (spec §2): `ttl + min(ttl, 2 × checkpoint interval)`, two election timeouts
+    /// for the failover, one for the new leader's grace, and [`LATE_MARGIN_MS`].
+    pub fn lease_late_bound_ms(&self, ttl_ms: u64) -> u64 {
+        ttl_ms
+            + ttl_ms.min(2 * self.checkpoint_interval_ms)
+            + 3 * self.election_timeout_max_ms
+            + LATE_MARGIN_MS
+    }
+
+    /// How long after a node restarted or rejoined a lease of `ttl_ms` may still be
+    /// alive: that node counts what it replayed or installed from then (spec §2), plus
+    /// the grace and [`LATE_MARGIN_MS`].
+    pub fn lease_rejoin_bound_ms(&self, ttl_ms: u64) -> u64 {
+        ttl_ms + self.election_timeout_max_ms + LATE_MARGIN_MS
+    }
+
     /// The longest `bound` (ns) of the leader's clock may take in real time, at the
     /// allowed drift.
     pub fn longest(&self, bound: u64) -> u64 {
@@ -155,15 +176,29 @@ impl CheckConfig {
     }
 }
 
+/// Added to the late bounds for the expiry's own commit and the observation of it.
+pub const LATE_MARGIN_MS: u64 = 1_000;
+
 fn three() -> usize {
     3
+}
+
+/// The server's default lease checkpoint interval.
+fn checkpoint_interval_ms() -> u64 {
+    5_000
+}
+
+/// The server's default longest election timeout.
+fn election_timeout_max_ms() -> u64 {
+    1_000
 }
 
 impl Default for CheckConfig {
     fn default() -> Self {
         CheckConfig {
             budget_s: 10,
-            lease_slack_ms: 6_000,
+            checkpoint_interval_ms: checkpoint_interval_ms(),
+            election_timeout_max_ms: election_timeout_max_ms(),
             min_ok_ops: 50,
             nodes: 3,
             clock_drift: 0.0,

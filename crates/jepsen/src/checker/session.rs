@@ -65,7 +65,15 @@ pub fn leases(ops: &[Op], config: &CheckConfig) -> CheckResult {
         .filter_map(|o| o.completed_at)
         .collect();
     ok_times.sort_unstable();
-    let outages: Vec<(u64, u64)> = fault_windows(ops)
+    let windows = fault_windows(ops);
+    // Where a node may have restarted, or caught up through a snapshot, and so counts
+    // the leases it knows from then: the end of every fault but a clock jump.
+    let rejoins: Vec<u64> = windows
+        .iter()
+        .filter(|w| w.kind != "clock")
+        .map(|w| w.end)
+        .collect();
+    let outages: Vec<(u64, u64)> = windows
         .into_iter()
         .filter(|w| {
             let killed = w.detail["nodes"].as_array().map_or(0, Vec::len);
@@ -123,13 +131,19 @@ pub fn leases(ops: &[Op], config: &CheckConfig) -> CheckResult {
             .max()
             .unwrap_or(grant.call);
         late_checked += 1;
+        let bound = config.longest(config.lease_late_bound_ms(l.ttl_ms) * 1_000_000);
+        let rejoin_bound = config.longest(config.lease_rejoin_bound_ms(l.ttl_ms) * 1_000_000);
         let late = l.alive.iter().find(|a| {
             let outage = outages
                 .iter()
                 .filter(|(s, e)| *e > stopped && *s < a.call)
                 .map(|(s, e)| e.min(&a.call) - s.max(&stopped))
                 .sum::<u64>();
-            a.call > stopped + config.longest(ttl + config.lease_slack_ms * 1_000_000) + outage
+            let rejoined_late = rejoins
+                .iter()
+                .filter(|r| **r > stopped && **r < a.call)
+                .all(|r| a.call > r + rejoin_bound);
+            a.call > stopped + bound + outage && rejoined_late
         });
         if let Some(late) = late {
             anomalies.push(Anomaly::new(
@@ -139,7 +153,7 @@ pub fn leases(ops: &[Op], config: &CheckConfig) -> CheckResult {
                     "lease {id} (ttl {} ms) still alive {:.0} ms after its last keepalive (bound {} ms)",
                     l.ttl_ms,
                     (late.call - stopped) as f64 / 1e6,
-                    l.ttl_ms + config.lease_slack_ms
+                    config.lease_late_bound_ms(l.ttl_ms)
                 ),
             ));
         }

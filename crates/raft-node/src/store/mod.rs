@@ -9,9 +9,11 @@
 //! records the last entry it contains).
 
 pub mod crash;
+mod lease_records;
 mod log_store;
 mod sm_store;
 
+pub(crate) use lease_records::LeaseRecords;
 pub use log_store::LogStore;
 pub use sm_store::{AppliedBatch, AppliedProgress, SmShared, SmStore};
 

@@ -3,13 +3,15 @@
 //! state through [`SmShared`].
 
 use super::crash::CrashHooks;
+use super::lease_records::LeaseRecords;
 use crate::codec;
 use crate::error::NodeError;
 use crate::types::{
     BatchReply, Entry, LogId, NodeId, Snapshot, SnapshotMeta, StorageError, StoredMembership,
     TypeConfig,
 };
-use baton_state_machine::{Event, Revision, StateMachine};
+use crate::worker::clock_now;
+use baton_state_machine::{Command, Event, Revision, StateMachine};
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
 use std::io::Cursor;
@@ -46,6 +48,8 @@ pub struct AppliedBatch {
 /// The applied state and what watches it.
 pub(crate) struct SmState {
     pub(crate) machine: StateMachine,
+    /// When this node applied each lease's latest record (for the lease clock).
+    pub(crate) records: LeaseRecords,
     last_applied: Option<LogId>,
     membership: StoredMembership,
 }
@@ -75,6 +79,12 @@ impl SmShared {
     /// Runs a query against the applied state.
     pub fn query<R>(&self, f: impl FnOnce(&StateMachine) -> R) -> R {
         f(&self.read().machine)
+    }
+
+    /// Runs a query against the applied state and this node's lease records.
+    pub(crate) fn query_records<R>(&self, f: impl FnOnce(&StateMachine, &LeaseRecords) -> R) -> R {
+        let state = self.read();
+        f(&state.machine, &state.records)
     }
 
     /// Applied progress, to wait for an index or a revision.
@@ -110,11 +120,13 @@ impl SmStore {
                 Some((meta, data)) => SmState {
                     machine: StateMachine::restore(&data)
                         .map_err(|e| NodeError::Storage(format!("restore snapshot: {e}")))?,
+                    records: LeaseRecords::new(clock_now(), last_term(&meta)),
                     last_applied: meta.last_log_id,
                     membership: meta.last_membership,
                 },
                 None => SmState {
                     machine: StateMachine::new(bounds),
+                    records: LeaseRecords::new(clock_now(), 0),
                     last_applied: None,
                     membership: StoredMembership::default(),
                 },
@@ -249,16 +261,32 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         let mut commands = self.shared.progress.borrow().commands;
         let progress = {
             let mut state = self.shared.write();
+            let now = clock_now();
             for entry in entries {
                 state.last_applied = Some(entry.log_id);
+                let term = entry.log_id.leader_id.term;
+                state.records.entry(term, now);
                 let reply = match entry.payload {
                     EntryPayload::Blank => BatchReply::default(),
                     EntryPayload::Normal(batch) => {
                         commands += batch.proposals.len() as u64;
+                        let SmState {
+                            machine, records, ..
+                        } = &mut *state;
                         let applied: Vec<_> = batch
                             .proposals
                             .into_iter()
-                            .map(|p| state.machine.apply(p))
+                            .map(|p| {
+                                if let Command::LeaseCheckpoint(c) = &p.command {
+                                    let leases = c.remaining_ms.iter().map(|(l, _)| *l);
+                                    records.checkpoint(leases, machine, term, now);
+                                }
+                                let applied = machine.apply(p);
+                                for e in &applied.events {
+                                    records.event(&e.kind, term, now);
+                                }
+                                applied
+                            })
                             .collect();
                         events.extend(applied.iter().flat_map(|a| a.events.iter().cloned()));
                         BatchReply { applied }
@@ -313,6 +341,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             // Replace everything: nothing of the old state survives an install.
             *state = SmState {
                 machine,
+                records: LeaseRecords::new(clock_now(), last_term(meta)),
                 last_applied: meta.last_log_id,
                 membership: meta.last_membership.clone(),
             };
@@ -335,4 +364,9 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             }),
         )
     }
+}
+
+/// The term of a snapshot's last entry (0 for an empty one).
+fn last_term(meta: &SnapshotMeta) -> u64 {
+    meta.last_log_id.map_or(0, |l| l.leader_id.term)
 }

@@ -6,3 +6,8 @@ pub(crate) mod lease_clock;
 pub(crate) mod proposer;
 pub(crate) mod reader;
 pub(crate) mod snapshot;
+
+/// The monotonic clock leases are measured on: tokio's, so that tests may pause it.
+pub(crate) fn clock_now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}

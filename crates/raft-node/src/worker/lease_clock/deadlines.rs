@@ -3,13 +3,17 @@
 //! the applied state as arguments; nothing here reads a clock or the environment, spawns
 //! or awaits, so its tests are plain `#[test]`s.
 //!
-//! On promotion every lease starts at `now + min(ttl, checkpointed remaining + election
-//! timeout)`, every pending wait at `now + wait_ms` and every lock-delay at `now + delay`;
-//! on demotion everything is forgotten. Keepalives reset deadlines in memory only.
+//! On promotion every lease starts from its latest record as this node applied it
+//! ([`promote`], decision #86), plus a grace of at most an election timeout and never
+//! beyond `now + ttl`; every pending wait starts at `now + wait_ms` and every lock-delay at
+//! `now + delay`; on demotion everything is forgotten. Keepalives reset deadlines in memory
+//! only, except the first of each lease after a checkpoint or a promotion, which commits a
+//! reset first.
 //!
 //! Owns: the deadlines and the leases whose expiry or checkpoint is proposed.
 //! Woken by: nothing; the clock task calls it. Stops: with the task that holds it.
 
+use crate::store::LeaseRecords;
 use baton_state_machine::{
     AcquireTimeout, Command, EventKind, LeaseExpire, LeaseId, LockDelayElapsed, ResourceId,
     Revision, StateMachine,
@@ -20,10 +24,12 @@ use std::time::{Duration, Instant};
 /// The clock's answer to a keepalive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum KeepaliveAnswer {
-    /// The deadline is reset to now + `ttl_ms`. If `reset_checkpoint`, a checkpoint of this
-    /// lease was proposed or recorded since its last reset, and the node must commit a reset
-    /// before acknowledging (or a new leader could end the lease early).
-    Ack { ttl_ms: u64, reset_checkpoint: bool },
+    /// The deadline is reset to now + `ttl_ms`. With `reset: Some(mark)`, a checkpoint of
+    /// this lease was proposed or recorded since its last committed reset, or this leader
+    /// was promoted since: the node must commit a reset before acknowledging (or a new
+    /// leader could end the lease early) and then report [`Deadlines::reset_committed`]
+    /// with the mark.
+    Ack { ttl_ms: u64, reset: Option<u64> },
     /// The lease's expiry is already proposed.
     Gone,
     /// This node's clock is not (yet) the leader's.
@@ -83,18 +89,40 @@ impl Due {
     }
 }
 
+/// One lease's deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct LeaseDeadline {
+    /// When it ends.
+    at: Instant,
+    ttl_ms: u64,
+    /// How much of it a promotion added beyond the lease's recorded deadline: checkpoints
+    /// record the deadline without it, so graces never add up across leader changes.
+    grace: Duration,
+}
+
+impl LeaseDeadline {
+    /// The deadline without the promotion grace.
+    fn graceless(&self) -> Instant {
+        self.at.checked_sub(self.grace).unwrap_or(self.at)
+    }
+}
+
 /// Deadlines keyed for rescheduling and ordered for firing.
 #[derive(Default)]
 pub(crate) struct Deadlines {
     expiry: Expiry,
     order: BTreeSet<(Instant, Due)>,
-    leases: BTreeMap<LeaseId, (Instant, u64)>,
+    leases: BTreeMap<LeaseId, LeaseDeadline>,
     waits: BTreeMap<(ResourceId, LeaseId, String), (Instant, Revision)>,
     delays: BTreeMap<ResourceId, (Instant, Revision)>,
     /// Leases whose expiry is proposed, with their TTL: a keepalive must not resurrect them.
     expiring: BTreeMap<LeaseId, u64>,
-    /// Leases with a checkpoint proposed or recorded since their last reset.
-    checkpointed: BTreeSet<LeaseId>,
+    /// Leases whose next keepalive must commit a reset (a checkpoint proposed or recorded,
+    /// or a promotion, since their last committed reset), each with the mark it was set
+    /// with: a reset committed for an older mark does not clear a newer one.
+    checkpointed: BTreeMap<LeaseId, u64>,
+    /// The next mark.
+    next_mark: u64,
 }
 
 impl Deadlines {
@@ -118,22 +146,28 @@ impl Deadlines {
 
     /// Sets a lease's deadline at `at` (replacing any), with its TTL.
     pub(crate) fn set_lease(&mut self, lease: LeaseId, at: Instant, ttl_ms: u64) {
+        self.set_lease_with_grace(lease, at, ttl_ms, Duration::ZERO);
+    }
+
+    /// Sets a lease's deadline at `at`, of which `grace` is a promotion's grace.
+    fn set_lease_with_grace(&mut self, lease: LeaseId, at: Instant, ttl_ms: u64, grace: Duration) {
         let at = match self.expiry {
             Expiry::OnTime => at,
             Expiry::UnsafeEarly => at
                 .checked_sub(Duration::from_millis(ttl_ms * 3 / 4))
                 .unwrap_or(at),
         };
-        if let Some((old, _)) = self.leases.insert(lease, (at, ttl_ms)) {
-            self.order.remove(&(old, Due::Lease(lease)));
+        let deadline = LeaseDeadline { at, ttl_ms, grace };
+        if let Some(old) = self.leases.insert(lease, deadline) {
+            self.order.remove(&(old.at, Due::Lease(lease)));
         }
         self.order.insert((at, Due::Lease(lease)));
     }
 
     /// Forgets a lease that is revoked or expired, with its proposed expiry or checkpoint.
     pub(crate) fn forget_lease(&mut self, lease: LeaseId) {
-        if let Some((at, _)) = self.leases.remove(&lease) {
-            self.order.remove(&(at, Due::Lease(lease)));
+        if let Some(old) = self.leases.remove(&lease) {
+            self.order.remove(&(old.at, Due::Lease(lease)));
         }
         self.expiring.remove(&lease);
         self.checkpointed.remove(&lease);
@@ -152,14 +186,28 @@ impl Deadlines {
         self.set_lease(lease, now + Duration::from_millis(ttl_ms), ttl_ms);
         KeepaliveAnswer::Ack {
             ttl_ms,
-            reset_checkpoint: self.checkpointed.remove(&lease),
+            reset: self.checkpointed.get(&lease).copied(),
         }
+    }
+
+    /// A reset for `mark` committed: the lease's keepalives need no more until its next
+    /// checkpoint (a later mark stays).
+    pub(crate) fn reset_committed(&mut self, lease: LeaseId, mark: u64) {
+        if self.checkpointed.get(&lease) == Some(&mark) {
+            self.checkpointed.remove(&lease);
+        }
+    }
+
+    /// Its next keepalive must commit a reset before it is acknowledged.
+    fn mark(&mut self, lease: LeaseId) {
+        self.checkpointed.insert(lease, self.next_mark);
+        self.next_mark += 1;
     }
 
     /// A lease's remaining TTL at `now`, if it has a deadline.
     pub(crate) fn remaining_ms(&self, lease: LeaseId, now: Instant) -> Option<u64> {
-        let (at, _) = self.leases.get(&lease)?;
-        Some(at.saturating_duration_since(now).as_millis() as u64)
+        let deadline = self.leases.get(&lease)?;
+        Some(deadline.at.saturating_duration_since(now).as_millis() as u64)
     }
 
     /// Sets the end of a queued acquire's wait at `at` (replacing any).
@@ -242,8 +290,8 @@ impl Deadlines {
             };
             match &d {
                 Due::Lease(l) => {
-                    if let Some((_, ttl_ms)) = self.leases.remove(l) {
-                        self.expiring.insert(*l, ttl_ms);
+                    if let Some(old) = self.leases.remove(l) {
+                        self.expiring.insert(*l, old.ttl_ms);
                     }
                 }
                 Due::Wait {
@@ -290,20 +338,24 @@ impl Deadlines {
     }
 
     /// Leases to checkpoint: those not kept alive within the last `interval` (remaining <
-    /// ttl − interval), with their remaining TTL. Recently kept-alive leases are skipped:
-    /// a new leader's `now + ttl` still ends them within ttl + interval + election timeout
-    /// of their last keepalive.
+    /// ttl − interval), with their remaining TTL without any promotion grace. Recently
+    /// kept-alive leases are skipped: a new leader starts them from the first entry of the
+    /// term after their last reset, which ends them within ttl + interval + a failover of
+    /// their last keepalive (spec §2).
     /// The leases chosen are remembered until their next keepalive.
     pub(crate) fn checkpoint(&mut self, now: Instant, interval_ms: u64) -> Vec<(LeaseId, u64)> {
         let chosen: Vec<(LeaseId, u64)> = self
             .leases
             .iter()
-            .filter_map(|(lease, (at, ttl_ms))| {
-                let remaining = at.saturating_duration_since(now).as_millis() as u64;
-                (remaining + interval_ms < *ttl_ms).then_some((*lease, remaining))
+            .filter_map(|(lease, deadline)| {
+                let remaining = deadline.graceless().saturating_duration_since(now);
+                let remaining = remaining.as_millis() as u64;
+                (remaining + interval_ms < deadline.ttl_ms).then_some((*lease, remaining))
             })
             .collect();
-        self.checkpointed.extend(chosen.iter().map(|(l, _)| *l));
+        for (lease, _) in &chosen {
+            self.mark(*lease);
+        }
         chosen
     }
 
@@ -311,12 +363,18 @@ impl Deadlines {
     /// deadlines, except that what these already knew is kept: a lease's deadline, and
     /// which leases are checkpointed or expiring. What was missed is armed as if newly seen.
     pub(crate) fn resync(&mut self, mut fresh: Deadlines) {
-        for (lease, (at, ttl)) in &self.leases {
+        for (lease, known) in &self.leases {
             if fresh.leases.contains_key(lease) {
-                fresh.set_lease(*lease, *at, *ttl);
+                fresh.set_lease_with_grace(*lease, known.at, known.ttl_ms, known.grace);
             }
         }
-        fresh.checkpointed.extend(self.checkpointed.iter().copied());
+        // A lease this clock already knew needs a reset only if it needed one before.
+        fresh
+            .checkpointed
+            .retain(|lease, _| !self.leases.contains_key(lease));
+        for lease in self.checkpointed.keys() {
+            fresh.mark(*lease);
+        }
         fresh
             .expiring
             .extend(self.expiring.iter().map(|(l, t)| (*l, *t)));
@@ -324,26 +382,41 @@ impl Deadlines {
     }
 }
 
-/// Starting deadlines on promotion, from the applied state.
+/// Starting deadlines on promotion, from the applied state and when this node applied each
+/// lease's latest record (decision #86). A lease's recorded deadline is:
+/// - after a checkpoint (remaining < TTL): when this node applied it + remaining. The old
+///   leader proposed it before, with its own deadline `remaining` later, and acknowledged no
+///   keepalive after it without committing a reset;
+/// - after a grant or a reset (remaining = TTL): when this node first applied an entry of a
+///   later term + TTL. Keepalives the leader of the record's term acknowledged were sent
+///   before a quorum voted in a later term, and leaders of later terms acknowledge none
+///   without committing a reset (every lease is marked below).
+///
+/// A lease whose record came in a snapshot counts as recorded when the snapshot was loaded
+/// (`LeaseRecords`). The deadline is the recorded one plus `grace_ms`, never beyond `now + ttl`; the grace is
+/// kept apart so that checkpoints record the deadline without it.
 pub(crate) fn promote(
     d: &mut Deadlines,
     sm: &StateMachine,
+    records: &LeaseRecords,
     now: Instant,
-    election_timeout_ms: u64,
+    grace_ms: u64,
 ) {
     d.clear();
     for entry in sm.lease_clock() {
-        let start_ms = entry.checkpoint_remaining_ms.map_or(entry.ttl_ms, |r| {
-            entry.ttl_ms.min(r.saturating_add(election_timeout_ms))
-        });
-        d.set_lease(
-            entry.lease,
-            now + Duration::from_millis(start_ms),
-            entry.ttl_ms,
-        );
-        if entry.checkpoint_remaining_ms.is_some() {
-            d.checkpointed.insert(entry.lease);
-        }
+        let ttl = Duration::from_millis(entry.ttl_ms);
+        let record = records.get(entry.lease);
+        let recorded = match entry.checkpoint_remaining_ms {
+            Some(r) if r < entry.ttl_ms => record.applied_at + Duration::from_millis(r),
+            _ => records.next_term_start(record.term).unwrap_or(now) + ttl,
+        };
+        let recorded = recorded.min(now + ttl);
+        let at = (recorded + Duration::from_millis(grace_ms)).min(now + ttl);
+        let grace = at.saturating_duration_since(recorded);
+        d.set_lease_with_grace(entry.lease, at, entry.ttl_ms, grace);
+        // The first keepalive in this term commits a reset before it is acknowledged, so
+        // that the next leader knows of it.
+        d.mark(entry.lease);
     }
     for w in sm.pending_waits() {
         d.set_wait(
@@ -427,38 +500,106 @@ mod tests {
     }
 
     #[test]
-    fn promotion_starts_each_lease_at_min_of_ttl_and_checkpoint_plus_election_timeout() {
+    fn promotion_starts_each_lease_from_when_its_record_was_applied_plus_a_grace() {
         let mut sm = StateMachine::default();
-        let checkpointed = grant(&mut sm, 5_000);
-        let fresh = grant(&mut sm, 5_000);
-        let nearly_full = grant(&mut sm, 5_000);
+        let t0 = Instant::now();
+        // Loaded at t0 from a snapshot whose last entry is of term 1.
+        let mut records = LeaseRecords::new(t0, 1);
+        records.entry(2, t0);
+        let mut granted = Vec::new();
+        for recorded in [true, true, true, false] {
+            let lease = grant(&mut sm, 5_000);
+            if recorded {
+                records.event(
+                    &EventKind::LeaseGranted {
+                        lease,
+                        ttl_ms: 5_000,
+                    },
+                    2,
+                    t0,
+                );
+            }
+            granted.push(lease);
+        }
+        let [checkpointed, fresh, nearly_full, unrecorded] = granted[..] else {
+            unreachable!()
+        };
+        let remaining = vec![
+            (checkpointed, 3_000),
+            (nearly_full, 4_900),
+            (unrecorded, 300),
+        ];
+        records.checkpoint([checkpointed, nearly_full], &sm, 2, t0 + ms(1_000));
         sm.apply_command(Command::LeaseCheckpoint(LeaseCheckpoint {
-            remaining_ms: vec![(checkpointed, 300), (nearly_full, 4_900)],
+            remaining_ms: remaining,
         }));
+        // Entries of later terms: the first one of term 3 bounds term 2's keepalives.
+        records.entry(3, t0 + ms(2_000));
+        records.entry(4, t0 + ms(2_900));
+        let now = t0 + ms(3_000);
+        let mut d = Deadlines::default();
+        promote(&mut d, &sm, &records, now, 500);
+        // Applied at t0+1s with 3 s left: t0+4s, plus the grace.
+        assert_eq!(d.remaining_ms(checkpointed, now), Some(1_500));
+        // A grant of term 2: from the start of term 3 (t0+2s) + ttl, plus the grace.
+        assert_eq!(d.remaining_ms(fresh, now), Some(4_500));
+        // t0+1s + 4.9 s + grace.
+        assert_eq!(d.remaining_ms(nearly_full, now), Some(3_400));
+        // Its checkpoint is not recorded (it came in the snapshot): counted from the
+        // snapshot's load at t0, 300 ms then plus the grace is past.
+        assert_eq!(d.remaining_ms(unrecorded, now), Some(0));
+        // Never beyond ttl from now.
+        let mut late = Deadlines::default();
+        promote(&mut late, &sm, &LeaseRecords::new(now, 0), now, 500);
+        assert_eq!(late.remaining_ms(fresh, now), Some(5_000));
+        assert_eq!(late.remaining_ms(nearly_full, now), Some(5_000));
+
+        // Checkpoints record the deadline without the grace, so the next leader adds its
+        // grace to the same deadline, not to this one's.
+        let chosen = d.checkpoint(now, 100);
+        assert!(chosen.contains(&(checkpointed, 1_000)), "{chosen:?}");
+        assert!(chosen.contains(&(fresh, 4_000)), "{chosen:?}");
+    }
+
+    #[test]
+    fn after_a_promotion_or_a_checkpoint_a_keepalive_commits_a_reset_until_one_is_committed() {
+        let mut sm = StateMachine::default();
+        let lease = grant(&mut sm, 5_000);
         let now = Instant::now();
         let mut d = Deadlines::default();
-        promote(&mut d, &sm, now, 500);
-        assert_eq!(d.remaining_ms(checkpointed, now), Some(800));
-        assert_eq!(d.remaining_ms(fresh, now), Some(5_000));
-        assert_eq!(
-            d.remaining_ms(nearly_full, now),
-            Some(5_000),
-            "never beyond the TTL"
-        );
-        // A checkpointed lease needs a reset before its next keepalive is acknowledged.
+        promote(&mut d, &sm, &LeaseRecords::new(now, 0), now, 500);
+        let KeepaliveAnswer::Ack {
+            reset: Some(first), ..
+        } = d.keepalive(lease, 5_000, now)
+        else {
+            panic!("a promoted lease's first keepalive commits a reset");
+        };
+        // Until that reset is known committed, every keepalive asks for one.
         assert!(matches!(
-            d.keepalive(checkpointed, 5_000, now),
-            KeepaliveAnswer::Ack {
-                reset_checkpoint: true,
-                ..
-            }
+            d.keepalive(lease, 5_000, now),
+            KeepaliveAnswer::Ack { reset: Some(m), .. } if m == first
         ));
+        d.reset_committed(lease, first);
         assert!(matches!(
-            d.keepalive(fresh, 5_000, now),
-            KeepaliveAnswer::Ack {
-                reset_checkpoint: false,
-                ..
-            }
+            d.keepalive(lease, 5_000, now),
+            KeepaliveAnswer::Ack { reset: None, .. }
+        ));
+        // A checkpoint marks it again; a late report of the old reset does not clear that.
+        let later = now + ms(4_000);
+        assert_eq!(d.checkpoint(later, 100), vec![(lease, 1_000)]);
+        d.reset_committed(lease, first);
+        let KeepaliveAnswer::Ack {
+            reset: Some(second),
+            ..
+        } = d.keepalive(lease, 5_000, later)
+        else {
+            panic!("a checkpointed lease's keepalive commits a reset");
+        };
+        assert_ne!(first, second);
+        d.reset_committed(lease, second);
+        assert!(matches!(
+            d.keepalive(lease, 5_000, later),
+            KeepaliveAnswer::Ack { reset: None, .. }
         ));
     }
 
@@ -513,19 +654,16 @@ mod tests {
         assert!(d.checkpoint(start + ms(1_000), 2_000).is_empty());
         let now = start + ms(3_500);
         assert_eq!(d.checkpoint(now, 2_000), vec![(lease, 1_500)]);
+        let KeepaliveAnswer::Ack {
+            reset: Some(mark), ..
+        } = d.keepalive(lease, 5_000, now)
+        else {
+            panic!("a checkpointed lease's keepalive commits a reset");
+        };
+        d.reset_committed(lease, mark);
         assert!(matches!(
             d.keepalive(lease, 5_000, now),
-            KeepaliveAnswer::Ack {
-                reset_checkpoint: true,
-                ..
-            }
-        ));
-        assert!(matches!(
-            d.keepalive(lease, 5_000, now),
-            KeepaliveAnswer::Ack {
-                reset_checkpoint: false,
-                ..
-            }
+            KeepaliveAnswer::Ack { reset: None, .. }
         ));
     }
 
@@ -610,22 +748,30 @@ mod tests {
         let known = grant(&mut sm, 5_000);
         let start = Instant::now();
         let mut d = Deadlines::default();
-        promote(&mut d, &sm, start, 500);
+        let none = LeaseRecords::new(start, 0);
+        promote(&mut d, &sm, &none, start, 500);
+        if let KeepaliveAnswer::Ack { reset: Some(m), .. } = d.keepalive(known, 5_000, start) {
+            d.reset_committed(known, m);
+        }
         d.checkpoint(start + ms(4_000), 1_000);
         // Events are missed meanwhile: a new lease is granted.
         let missed = grant(&mut sm, 2_000);
         let now = start + ms(4_000);
         let mut fresh = Deadlines::default();
-        promote(&mut fresh, &sm, now, 500);
+        promote(&mut fresh, &sm, &none, now, 500);
         d.resync(fresh);
         assert_eq!(d.remaining_ms(known, now), Some(1_000), "kept");
         assert_eq!(d.remaining_ms(missed, now), Some(2_000), "armed as if new");
         assert!(matches!(
             d.keepalive(known, 5_000, now),
-            KeepaliveAnswer::Ack {
-                reset_checkpoint: true,
-                ..
-            }
+            KeepaliveAnswer::Ack { reset: Some(_), .. }
         ));
+        assert!(
+            matches!(
+                d.keepalive(missed, 2_000, now),
+                KeepaliveAnswer::Ack { reset: Some(_), .. }
+            ),
+            "a lease armed by the resync needs a reset like a promoted one"
+        );
     }
 }

@@ -38,6 +38,8 @@ pub(crate) enum ClockRequest {
         ttl_ms: u64,
         reply: oneshot::Sender<KeepaliveAnswer>,
     },
+    /// The reset a keepalive's answer asked for (with this mark) is committed.
+    ResetCommitted { lease: LeaseId, mark: u64 },
     /// Remaining TTL on this leader's clock, if the lease is tracked.
     Remaining {
         lease: LeaseId,
@@ -48,7 +50,7 @@ pub(crate) enum ClockRequest {
 /// The clock's settings, fixed when the node starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ClockConfig {
-    /// Added to a checkpointed remaining TTL on promotion (the longest election).
+    /// The most a promotion adds to a lease's recorded deadline (the longest election).
     pub(crate) election_timeout_ms: u64,
     /// How often leases not kept alive recently are checkpointed.
     pub(crate) checkpoint_interval_ms: u64,
@@ -81,10 +83,7 @@ fn expiry_from_env() -> Expiry {
     }
 }
 
-/// The leader's monotonic clock: tokio's, so that tests may pause it.
-fn now() -> Instant {
-    tokio::time::Instant::now().into_std()
-}
+use super::clock_now as now;
 
 /// The clock task.
 pub(crate) async fn run<P: ClockPort>(
@@ -183,7 +182,9 @@ async fn arm<P: ClockPort>(port: &P, deadlines: &mut Deadlines, config: ClockCon
     match port.confirm_leadership().await {
         Ok(_) => {
             let now = now();
-            port.query(|sm| promote(deadlines, sm, now, config.election_timeout_ms));
+            port.query_records(|sm, records| {
+                promote(deadlines, sm, records, now, config.election_timeout_ms)
+            });
             true
         }
         Err(e) => {
@@ -224,7 +225,9 @@ fn armed_now(metrics: &watch::Receiver<RaftMetrics>, armed_term: Option<u64>) ->
 fn resync<P: ClockPort>(port: &P, deadlines: &mut Deadlines, config: ClockConfig) {
     let now = now();
     let mut fresh = Deadlines::new(config.expiry);
-    port.query(|sm| promote(&mut fresh, sm, now, config.election_timeout_ms));
+    port.query_records(|sm, records| {
+        promote(&mut fresh, sm, records, now, config.election_timeout_ms)
+    });
     deadlines.resync(fresh);
 }
 
@@ -250,6 +253,7 @@ fn answer<P: ClockPort>(port: &P, deadlines: &mut Deadlines, leader: bool, reque
             };
             let _ = reply.send(answer);
         }
+        ClockRequest::ResetCommitted { lease, mark } => deadlines.reset_committed(lease, mark),
         ClockRequest::Remaining { lease, reply } => {
             let _ = reply.send(deadlines.remaining_ms(lease, now));
         }
@@ -333,7 +337,7 @@ async fn propose_all<P: ClockPort>(port: &P, due: Vec<Due>) -> Vec<Due> {
 mod tests {
     use super::*;
     use crate::error::NodeError;
-    use crate::store::AppliedBatch;
+    use crate::store::{AppliedBatch, LeaseRecords};
     use baton_state_machine::{Applied, LeaseGrant, Response, StateMachine};
     use openraft::ServerState;
     use std::sync::{Arc, Mutex};
@@ -447,6 +451,11 @@ mod tests {
             f(&self.sm.lock().unwrap())
         }
 
+        fn query_records<R>(&self, f: impl FnOnce(&StateMachine, &LeaseRecords) -> R) -> R {
+            // No records and no term starts: every lease starts at promotion + ttl.
+            f(&self.sm.lock().unwrap(), &LeaseRecords::new(now(), 0))
+        }
+
         async fn confirm_leadership(&self) -> Result<u64, NodeError> {
             match leading_term(&self.metrics.borrow()) {
                 Some(_) => Ok(0),
@@ -488,11 +497,14 @@ mod tests {
 
         tracing::info!("phase: armed on promotion; a keepalive moves the deadline");
         tokio::time::sleep(ms(500)).await;
-        let acked = KeepaliveAnswer::Ack {
-            ttl_ms: 1_000,
-            reset_checkpoint: false,
-        };
-        assert_eq!(keepalive(&requests, lease).await, acked);
+        // Promoted: the first keepalive asks for a reset (the port commits it).
+        assert!(matches!(
+            keepalive(&requests, lease).await,
+            KeepaliveAnswer::Ack {
+                ttl_ms: 1_000,
+                reset: Some(_)
+            }
+        ));
         tokio::time::sleep(ms(999)).await;
         assert!(
             node.expired().is_empty(),

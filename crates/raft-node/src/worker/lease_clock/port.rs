@@ -5,7 +5,7 @@
 //! Owns: nothing. Woken by: nothing (a trait). Stops: n/a.
 
 use crate::error::NodeError;
-use crate::store::AppliedBatch;
+use crate::store::{AppliedBatch, LeaseRecords};
 use crate::types::RaftMetrics;
 use baton_state_machine::{Applied, Proposal, StateMachine};
 use std::sync::Arc;
@@ -23,6 +23,10 @@ pub(crate) trait ClockPort: Clone + Send + Sync + 'static {
 
     /// Runs `f` on this node's applied state (a std lock: `f` must not block).
     fn query<R>(&self, f: impl FnOnce(&StateMachine) -> R) -> R;
+
+    /// Runs `f` on the applied state and this node's lease records (when it applied each
+    /// lease's latest record), under the same lock.
+    fn query_records<R>(&self, f: impl FnOnce(&StateMachine, &LeaseRecords) -> R) -> R;
 
     /// Confirms with a quorum that this node is the leader, then waits until it has applied
     /// that read index. Fails if it is not the leader or no quorum answers.
