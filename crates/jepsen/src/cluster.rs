@@ -324,6 +324,8 @@ pub struct ServerSpec {
     pub clock_rates: Vec<f64>,
     /// Test-only: the canary servers start with (`BATON_UNSAFE_CANARY`).
     pub canary: Option<String>,
+    /// Revisions of events the servers keep for watches (`--event-window`).
+    pub event_window: u64,
 }
 
 /// The cluster: node slots (voters first, then spares for membership changes).
@@ -414,7 +416,7 @@ impl Cluster {
             .args(["--admin-token", ADMIN_TOKEN])
             // Its own network namespaces: a private test network, no other host reaches it.
             .arg("--insecure-allow-open")
-            .args(["--event-window", "5000000"])
+            .args(["--event-window", &spec.event_window.to_string()])
             .env("RUST_LOG", "info,openraft=warn,sled=warn")
             .stdin(Stdio::null())
             .stdout(log)

@@ -18,6 +18,7 @@
 //!   linearizability search in `linear.rs`); `report/`: summary, results, timeline, plots.
 //! - `run.rs`: one run end to end; `parse.rs`: readers for external histories.
 
+pub mod archivist;
 pub mod checker;
 pub mod client;
 pub mod cluster;

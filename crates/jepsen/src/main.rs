@@ -5,7 +5,7 @@ use clap::{Args, Parser, Subcommand};
 use jepsen::checker::{CheckConfig, Validity};
 use jepsen::cluster;
 use jepsen::nemesis::Fault;
-use jepsen::run::{Plan, Workload, check_dir, random_seed, run};
+use jepsen::run::{DEFAULT_EVENT_WINDOW, Plan, Workload, check_dir, random_seed, run};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -82,6 +82,10 @@ struct TestArgs {
     /// checkers allow: early lease ends and early grants must be caught.
     #[arg(long, value_name = "RATE", value_parser = parse_fast)]
     clock_fast: Option<f64>,
+    /// Revisions of events the servers keep for watches. Small values make watches hit 410
+    /// `compacted` and resume; the checkers then use the archivist's record of the log.
+    #[arg(long, value_name = "REVISIONS", default_value_t = DEFAULT_EVENT_WINDOW, value_parser = clap::value_parser!(u64).range(10..))]
+    event_window: u64,
 }
 
 fn parse_drift(s: &str) -> Result<f64, String> {
@@ -210,6 +214,7 @@ fn main() -> ExitCode {
         canary: t.unsafe_canary,
         clock_drift: t.clock_drift,
         clock_fast: t.clock_fast,
+        event_window: t.event_window,
         check: CheckConfig {
             budget_s: t.budget_s,
             nodes: usize::from(t.nodes),

@@ -2,6 +2,7 @@
 //! every node and restart (durability), read the server's log back, stop everything,
 //! check, and write the report.
 
+use crate::archivist::{Archive, Archivist};
 use crate::checker::{self, CheckConfig, Truth, Validity};
 use crate::client::{Http, Recorder, Reply};
 use crate::cluster::{self, API_PORT, Cluster, ServerSpec};
@@ -10,6 +11,7 @@ use crate::nemesis::{Fault, Nemesis};
 use crate::workload::{self, Ctx, Worker};
 use crate::{Error, report};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -93,9 +95,15 @@ pub struct Plan {
     /// Test-only: every server's clocks run this many times too fast, whatever the
     /// checkers allow (they must notice).
     pub clock_fast: Option<f64>,
+    /// Revisions of events the servers keep for watches.
+    pub event_window: u64,
     /// Checker settings.
     pub check: CheckConfig,
 }
+
+/// The servers' event window unless `--event-window` says otherwise: larger than any run,
+/// so the log can be read back from revision 1 afterwards.
+pub const DEFAULT_EVENT_WINDOW: u64 = 5_000_000;
 
 impl Plan {
     /// The command line that repeats this plan.
@@ -144,6 +152,9 @@ impl Plan {
         }
         if let Some(fast) = self.clock_fast {
             flags.push_str(&format!(" --clock-fast {fast}"));
+        }
+        if self.event_window != DEFAULT_EVENT_WINDOW {
+            flags.push_str(&format!(" --event-window {}", self.event_window));
         }
         flags
     }
@@ -252,6 +263,7 @@ pub async fn run(plan: Plan) -> Result<(Validity, PathBuf), Error> {
         faketime: plan.faults.contains(&Fault::Clock),
         clock_rates: plan.clock_rates(plan.nodes + spares),
         canary: plan.canary.clone(),
+        event_window: plan.event_window,
     };
     let cluster = Arc::new(tokio::sync::Mutex::new(Cluster::start(
         spec, plan.nodes, spares,
@@ -424,6 +436,7 @@ async fn drive(
         plan.seed,
         mean_gap,
     ));
+    let archivist = Archivist::start(ctx.clone());
     let mut tasks = Vec::new();
     let mut stream = 0u64;
     for w in &plan.workloads {
@@ -483,7 +496,16 @@ async fn drive(
         tracing::warn!("the cluster is not ready after the restart");
     }
     final_read(&ctx, &members).await;
-    let truth = read_truth(&probe, &members).await;
+    let filters = truth_filters();
+    let revision = current_revision(&probe, &members).await;
+    let archives = match revision {
+        Some(r) => archivist.finish(r, Duration::from_secs(60), &filters).await,
+        None => filters
+            .iter()
+            .map(|f| (f.clone(), Err("no member reported its revision".into())))
+            .collect(),
+    };
+    let truth = read_truth(&probe, &members, archives).await;
     std::fs::write(
         dir.join("server-events.json"),
         serde_json::to_string(&truth).unwrap_or_default(),
@@ -538,31 +560,83 @@ async fn final_read(ctx: &Arc<Ctx>, members: &[usize]) {
     }
 }
 
-/// The server's log for every filter the checkers use, from revision 1.
-async fn read_truth(http: &reqwest::Client, members: &[usize]) -> Truth {
-    let mut truth = Truth::default();
-    let filters = [
+/// The watch filters whose logs the checkers use.
+fn truth_filters() -> Vec<String> {
+    vec![
         "prefix=r/".to_owned(),
         format!("lock={}", workload::LOCKS[0]),
         format!("lock={}", workload::LOCKS[1]),
         format!("semaphore={}", workload::SEMAPHORE.0),
         format!("election={}", workload::ELECTION),
-    ];
-    for filter in filters {
+    ]
+}
+
+/// The revision of the first member that answers.
+async fn current_revision(http: &reqwest::Client, members: &[usize]) -> Option<u64> {
+    for slot in members {
+        let url = format!("http://{}:{API_PORT}/v1/cluster", cluster::ip(*slot));
+        let Ok(response) = http.get(url).send().await else {
+            continue;
+        };
+        if let Ok(status) = response.json::<Value>().await
+            && let Some(r) = status["revision"].as_u64()
+        {
+            return Some(r);
+        }
+    }
+    None
+}
+
+/// The server's log for every filter the checkers use, from revision 1: read back after
+/// the run, else the archivist's record of it. Where both exist they must agree.
+async fn read_truth(
+    http: &reqwest::Client,
+    members: &[usize],
+    mut archives: BTreeMap<String, Archive>,
+) -> Truth {
+    let mut truth = Truth::default();
+    for filter in truth_filters() {
         let mut last_error = String::new();
-        let mut done = false;
+        let mut read = None;
         for slot in members {
             match read_log(http, *slot, &filter).await {
                 Ok(events) => {
-                    truth.events.insert(filter.clone(), events);
-                    done = true;
+                    read = Some(events);
                     break;
                 }
                 Err(e) => last_error = e,
             }
         }
-        if !done {
-            truth.missing.insert(filter, last_error);
+        let archive = archives
+            .remove(&filter)
+            .unwrap_or_else(|| Err("not archived".into()));
+        match (read, archive) {
+            (Some(read), Ok(archived)) if read != archived => {
+                let at = read
+                    .iter()
+                    .zip(&archived)
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(read.len().min(archived.len()));
+                let why = format!(
+                    "the log read back ({} events) and the archivist's record ({}) differ at event {at}",
+                    read.len(),
+                    archived.len()
+                );
+                tracing::warn!(%filter, %why, "truth");
+                truth.missing.insert(filter, why);
+            }
+            (Some(read), _) => {
+                truth.events.insert(filter, read);
+            }
+            (None, Ok(archived)) => {
+                let why = format!("read back failed: {last_error}");
+                truth.archived.insert(filter.clone(), why);
+                truth.events.insert(filter, archived);
+            }
+            (None, Err(archive_error)) => {
+                let why = format!("read back failed: {last_error}; {archive_error}");
+                truth.missing.insert(filter, why);
+            }
         }
     }
     truth

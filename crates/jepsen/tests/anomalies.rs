@@ -1113,6 +1113,42 @@ fn watch_resumed_at_a_revision_must_start_there() {
     watch_flags(3, &[4, 5], "resume");
 }
 
+/// A watch refused with 410 `compacted` names the oldest revision held; that must be
+/// after the start it refused, and the watch resumed there must start at the log's first
+/// event from it.
+#[test]
+fn a_compacted_watch_resumes_at_the_oldest_revision_held() {
+    let story = |refused_start: u64, oldest: u64, resumed: &[u64]| {
+        let (mut ops, truth, _) = watch_story(oldest, resumed);
+        let mut h = H::default();
+        h.wait_ms(100_000);
+        let args = json!({"prefix": "r/", "start_revision": refused_start});
+        let result = json!({"events": [], "ended": "compacted", "oldest_revision": oldest});
+        let refused = h.call(3, "watch", "r/", args, result);
+        ops.extend(h.ops());
+        (ops, truth, refused)
+    };
+    let (ops, truth, _) = story(1, 3, &[3, 4, 5]);
+    let result = watch::watches(&ops, &truth);
+    passes(&result);
+    assert_eq!(result.stats["compacted"], 1);
+    // The server claims the start is compacted although it holds it.
+    let (ops, truth, _) = story(3, 3, &[3, 4, 5]);
+    let result = watch::watches(&ops, &truth);
+    assert!(
+        result
+            .anomalies
+            .iter()
+            .any(|a| a.kind == "false-compaction"),
+        "{:?}",
+        result.anomalies
+    );
+    // Resumed at the oldest revision, but the first event is a later one.
+    let (ops, truth, _) = story(1, 3, &[4, 5]);
+    let result = watch::watches(&ops, &truth);
+    assert!(result.anomalies.iter().any(|a| a.kind == "resume"));
+}
+
 #[test]
 fn logged_put_of_a_refused_write_is_a_phantom_event() {
     // The server's log, and a watch, show a put of a value whose write was refused

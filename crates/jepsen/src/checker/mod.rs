@@ -106,15 +106,21 @@ impl CheckResult {
     }
 }
 
-/// The server's own record, read back after the run: per watch filter, every event from
-/// revision 1 (the run keeps the event window larger than the run).
+/// The server's own record: per watch filter, every event from revision 1, read back after
+/// the run, or followed during it by the archivist when the event window is smaller than
+/// the run (`--event-window`); where both exist they must agree.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Truth {
     /// Events by filter (`prefix=r/`, `lock=lock-0`, …), in revision order.
     pub events: BTreeMap<String, Vec<Value>>,
-    /// Filters that could not be read back, with why.
+    /// Filters with no trustworthy log, with why (neither read back nor archived, or the
+    /// two disagree).
     pub missing: BTreeMap<String, String>,
+    /// Filters whose log is the archivist's record (it could not be read back after the
+    /// run: a small event window), with why.
+    #[serde(default)]
+    pub archived: BTreeMap<String, String>,
     /// Per node, the lines of its log that are panics or errors (read after every server
     /// stopped; see `faults::classify`).
     #[serde(default)]

@@ -54,7 +54,22 @@ pub fn watches(ops: &[Op], truth: &Truth) -> CheckResult {
     }
     let mut streams = 0;
     let mut delivered = 0;
+    let mut compacted = 0;
     for op in ops.iter().filter(|o| o.f == "watch" && o.is_ok()) {
+        // A 410 must name an oldest revision after the start it refused.
+        if let Some(oldest) = op.result.get("oldest_revision").and_then(Value::as_u64) {
+            compacted += 1;
+            let start = op.arg_u64("start_revision").unwrap_or(1);
+            if oldest <= start {
+                anomalies.push(Anomaly::new(
+                    "false-compaction",
+                    &[op],
+                    format!(
+                        "start {start} refused as compacted, but the window held from {oldest}"
+                    ),
+                ));
+            }
+        }
         let Some(events) = op.result.get("events").and_then(Value::as_array) else {
             continue;
         };
@@ -129,6 +144,6 @@ pub fn watches(ops: &[Op], truth: &Truth) -> CheckResult {
         "5.7 watches are ordered, gap-free, resumable, without duplicates",
         anomalies,
         streams > 0 && delivered > 0,
-        json!({"streams": streams, "events_delivered": delivered, "logged": log.len()}),
+        json!({"streams": streams, "events_delivered": delivered, "logged": log.len(), "compacted": compacted}),
     )
 }

@@ -1,5 +1,7 @@
 //! `watch`: SSE streams over the register keys in stretches of a few seconds, resumed
-//! after each break (and sometimes a little earlier, so the overlap must repeat exactly).
+//! after each break (and sometimes a little earlier, so the overlap must repeat exactly,
+//! or from revision 1, which a small event window answers with 410 `compacted`: the
+//! watch then resumes at the oldest revision the server still holds).
 
 use super::Worker;
 use crate::history::Kind;
@@ -14,7 +16,11 @@ pub async fn watch(mut w: Worker) {
     let mut next: u64 = 1;
     while w.ctx.running() {
         let (_, node, url) = w.ctx.pick(&mut w.rng);
-        let start = next;
+        let start = if w.rng.random_range(0..8) == 0 {
+            1
+        } else {
+            next
+        };
         let args = json!({"prefix": "r/", "start_revision": start});
         let rec = w.ctx.rec.clone();
         rec.record(
@@ -29,6 +35,7 @@ pub async fn watch(mut w: Worker) {
         let stretch = Duration::from_millis(w.rng.random_range(2_000..6_000));
         let mut events: Vec<Value> = Vec::new();
         let mut error: Option<String> = None;
+        let mut compacted: Option<u64> = None;
         let request = reqwest::Client::new()
             .get(format!("{url}/v1/watch?prefix=r/&start_revision={start}"))
             .timeout(stretch)
@@ -62,6 +69,11 @@ pub async fn watch(mut w: Worker) {
                     }
                 }
             }
+            Ok(r) if r.status().as_u16() == 410 => {
+                let body: Value = r.json().await.unwrap_or(Value::Null);
+                compacted = body["error"]["oldest_revision"].as_u64();
+                error = Some("compacted".into());
+            }
             Ok(r) => error = Some(format!("status {}", r.status())),
             Err(e) => error = Some(e.to_string()),
         }
@@ -69,7 +81,9 @@ pub async fn watch(mut w: Worker) {
             .iter()
             .filter_map(|e| e.get("revision").and_then(Value::as_u64))
             .max();
-        if let Some(last) = last {
+        if let Some(oldest) = compacted {
+            next = next.max(oldest);
+        } else if let Some(last) = last {
             next = last + 1;
             // Now and then resume from a little earlier: the overlap must repeat exactly.
             if w.rng.random_range(0..4) == 0 {
@@ -82,7 +96,7 @@ pub async fn watch(mut w: Worker) {
             w.process,
             "watch",
             Some("r/"),
-            json!({"events": events, "ended": error}),
+            json!({"events": events, "ended": error, "oldest_revision": compacted}),
             Some(&node),
             None,
         );
