@@ -47,8 +47,37 @@ fn final_kvs(op: &Op) -> Vec<(String, String, u64)> {
         .unwrap_or_default()
 }
 
-/// Per-key partitions for the search (the final range read becomes one read per key).
+/// Per-key partitions for the search (the final range read becomes one read per key),
+/// without the writes and CAS of unknown outcome whose value no read returned.
 pub fn partitions(ops: &[Op]) -> BTreeMap<String, Vec<Operation<RegIn, RegOut>>> {
+    let mut parts = all_partitions(ops);
+    for part in parts.values_mut() {
+        prune_unobserved(part);
+    }
+    parts
+}
+
+/// Drops the writes and CAS of unknown outcome whose value no read returned. Values are
+/// unique per write, so such an operation, if it happened, was never seen: it can always
+/// be linearized after everything else (it has no return), where it changes no answer;
+/// and the register with it is linearizable exactly when the register without it is.
+/// Each one left in could double what the search has to try.
+fn prune_unobserved(part: &mut Vec<Operation<RegIn, RegOut>>) {
+    let observed: std::collections::HashSet<String> = part
+        .iter()
+        .filter_map(|o| match &o.output {
+            Some(RegOut::Read(Some(v), _)) => Some(v.clone()),
+            _ => None,
+        })
+        .collect();
+    part.retain(|o| match (&o.input, &o.output) {
+        (RegIn::Write(v) | RegIn::Cas { value: v, .. }, None) => observed.contains(v),
+        _ => true,
+    });
+}
+
+/// Per-key partitions with every operation.
+fn all_partitions(ops: &[Op]) -> BTreeMap<String, Vec<Operation<RegIn, RegOut>>> {
     let mut parts: BTreeMap<String, Vec<Operation<RegIn, RegOut>>> = BTreeMap::new();
     for op in ops.iter().filter(|o| is_register(o)) {
         let Some(key) = &op.key else { continue };
