@@ -188,7 +188,8 @@ async fn arm<P: ClockPort>(port: &P, deadlines: &mut Deadlines, config: ClockCon
             true
         }
         Err(e) => {
-            tracing::debug!(error = %e, "lease clock: promotion not confirmed yet");
+            // At info: a leader that cannot arm leaves every lease unmeasured (bug #5).
+            tracing::info!(error = %e, "lease clock: promotion not confirmed yet");
             false
         }
     }
