@@ -10,7 +10,7 @@
 //! record with the server's filter rules ([`matches`]).
 
 use crate::cluster::{self, API_PORT};
-use crate::workload::{Ctx, parse_sse};
+use crate::workload::{Ctx, parse_sse, sse_fields};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -137,13 +137,7 @@ async fn follow(
     };
     let mut attempt = 0usize;
     loop {
-        let slots: Vec<usize> = ctx
-            .members
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .map(|m| m.0)
-            .collect();
+        let slots = ctx.member_slots();
         if slots.is_empty() {
             tokio::time::sleep(Duration::from_millis(200)).await;
             continue;
@@ -225,18 +219,9 @@ async fn stream(
         buffer.push_str(&String::from_utf8_lossy(&chunk));
         while let Some(end) = buffer.find("\n\n") {
             let frame: String = buffer.drain(..end + 2).collect();
-            let kind = frame
-                .lines()
-                .find_map(|l| l.strip_prefix("event:"))
-                .map(str::trim)
-                .unwrap_or_default()
-                .to_owned();
-            let data = frame
-                .lines()
-                .find_map(|l| l.strip_prefix("data:"))
-                .map(str::trim)
-                .unwrap_or_default();
-            match kind.as_str() {
+            let (kind, data) = sse_fields(&frame);
+            let data = data.as_str();
+            match kind {
                 "progress" => {
                     let rev = serde_json::from_str::<Value>(data)
                         .ok()

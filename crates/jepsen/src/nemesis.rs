@@ -229,13 +229,7 @@ impl Nemesis {
     }
 
     async fn members(&self) -> Vec<usize> {
-        self.ctx
-            .members
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .map(|m| m.0)
-            .collect()
+        self.ctx.member_slots()
     }
 
     /// The leader's slot, asking the running members.

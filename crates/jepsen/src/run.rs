@@ -470,13 +470,7 @@ async fn drive(
         )
         .await;
     nemesis.heal_all().await;
-    let members: Vec<usize> = ctx
-        .members
-        .read()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .map(|m| m.0)
-        .collect();
+    let members = ctx.member_slots();
     tokio::time::sleep_until(deadline.into()).await;
     for t in tasks {
         // Workers stop on their own at the deadline; a stuck one is cut off after 40 s.

@@ -151,6 +151,13 @@ impl H {
         )
     }
 
+    /// The lease workload's look-up of `lease`, answered: still alive.
+    fn lease_alive(&mut self, lease: u64) -> u64 {
+        let key = lease.to_string();
+        let args = json!({"lease": lease});
+        self.call(lease, "lease-get", &key, args, json!({"remaining_ms": 1}))
+    }
+
     fn keepalive(&mut self, lease: u64, ttl_ms: u64) -> u64 {
         let args = json!({"lease": lease, "ttl_ms": ttl_ms});
         self.call(
@@ -995,13 +1002,7 @@ fn lease_alive_long_after_its_keepalives_stopped_expired_late() {
         let grant = h.grant_lease(8, TTL, 1);
         h.keepalive(8, TTL);
         h.wait_ms(alive_at_ms);
-        let get = h.call(
-            8,
-            "lease-get",
-            "8",
-            json!({"lease": 8}),
-            json!({"remaining_ms": 1}),
-        );
+        let get = h.lease_alive(8);
         h.wait_ms(TTL);
         h.refused(8, "lease-get", "8", json!({"lease": 8}), "lease_not_found");
         (h.ops(), grant, get)
@@ -1034,13 +1035,7 @@ fn the_late_bound_of_a_lease_leaves_out_a_whole_cluster_outage() {
         h.wait_ms(5_000);
         h.call(9, "write", KEY, json!({"value": "9-1"}), json!({"rev": 40}));
         h.wait_ms(alive_after_restart_ms);
-        let get = h.call(
-            8,
-            "lease-get",
-            "8",
-            json!({"lease": 8}),
-            json!({"remaining_ms": 1}),
-        );
+        let get = h.lease_alive(8);
         (h.ops(), grant, get)
     };
     // A new leader starts the lease afresh: alive a TTL after the cluster is back is fine.
@@ -1071,13 +1066,7 @@ fn the_late_bound_of_a_lease_allows_a_restart_or_rejoin_and_no_more() {
         h.wait_ms(2_000);
         h.nemesis("partition-stop");
         h.wait_ms(alive_at_ms - 5_000);
-        let get = h.call(
-            8,
-            "lease-get",
-            "8",
-            json!({"lease": 8}),
-            json!({"remaining_ms": 1}),
-        );
+        let get = h.lease_alive(8);
         (h.ops(), grant, get)
     };
     // Past the bound from the keepalive, within the rejoin bound from the heal.

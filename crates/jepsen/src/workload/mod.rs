@@ -34,7 +34,7 @@ pub use lock::lock;
 pub use queue::{election, semaphore};
 pub use register::register;
 pub use trylock::trylock;
-pub use watch::{parse_sse, watch};
+pub use watch::{parse_sse, sse_fields, watch};
 
 use crate::client::{Http, Recorder, Reply};
 use crate::fenced::Stores;
@@ -90,6 +90,16 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// The slots of the members now.
+    pub fn member_slots(&self) -> Vec<usize> {
+        self.members
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|m| m.0)
+            .collect()
+    }
+
     /// Shared context.
     #[allow(clippy::too_many_arguments)]
     pub fn new(

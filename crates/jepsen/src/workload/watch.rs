@@ -104,9 +104,8 @@ pub async fn watch(mut w: Worker) {
     }
 }
 
-/// Parses one SSE frame into the event's JSON data (`None` for comments, progress, and the
-/// `error` event that ends a stream: behind the window, or a node without a leader).
-pub fn parse_sse(frame: &str) -> Option<Value> {
+/// One SSE frame's event type (empty for a plain event) and its data lines joined.
+pub fn sse_fields(frame: &str) -> (&str, String) {
     let mut kind = "";
     let mut data = String::new();
     for line in frame.lines() {
@@ -116,6 +115,13 @@ pub fn parse_sse(frame: &str) -> Option<Value> {
             data.push_str(d.trim_start());
         }
     }
+    (kind, data)
+}
+
+/// Parses one SSE frame into the event's JSON data (`None` for comments, progress, and the
+/// `error` event that ends a stream: behind the window, or a node without a leader).
+pub fn parse_sse(frame: &str) -> Option<Value> {
+    let (kind, data) = sse_fields(frame);
     if kind == "progress" || kind == "error" || data.is_empty() {
         return None;
     }
