@@ -95,9 +95,14 @@ impl H {
         i
     }
 
-    /// A nemesis action that completes ok.
+    /// A nemesis action on all three nodes that completes ok.
     fn nemesis(&mut self, f: &str) {
-        let (n, nodes) = (Process::Nemesis, json!({"nodes": ["n1", "n2", "n3"]}));
+        self.nemesis_on(f, &["n1", "n2", "n3"]);
+    }
+
+    /// A nemesis action on `nodes` that completes ok.
+    fn nemesis_on(&mut self, f: &str, nodes: &[&str]) {
+        let (n, nodes) = (Process::Nemesis, json!({ "nodes": nodes }));
         self.record(Kind::Invoke, n, f, None, Value::Null, None);
         self.record(Kind::Ok, n, f, None, nodes, None);
     }
@@ -1075,6 +1080,80 @@ fn the_late_bound_of_a_lease_allows_a_restart_or_rejoin_and_no_more() {
     passes(&session::leases(&ops, &config));
     // Past both.
     let (ops, grant, get) = story(5_000 + rejoin + 500);
+    let found = flagged(&session::leases(&ops, &config), "lease-expired-late");
+    assert_eq!(found, [grant, get]);
+}
+
+/// An expiry is a commit, so a stretch in which the cluster commits nothing (whatever its
+/// cause) does not count against the late bound; while other writes commit, it does.
+#[test]
+fn the_late_bound_of_a_lease_leaves_out_a_stall_and_nothing_else() {
+    const TTL: u64 = 2_000;
+    let config = CheckConfig::default();
+    let bound = config.lease_late_bound_ms(TTL);
+    // Writes every 500 ms for `total_ms` after the keepalive, except none for `stall_ms`
+    // from 1 s in; the lease is looked up alive at the end.
+    let story = |total_ms: u64, stall_ms: u64| {
+        let mut h = H::default();
+        let grant = h.grant_lease(8, TTL, 1);
+        h.keepalive(8, TTL);
+        let mut rev = 10;
+        let mut elapsed = 0;
+        while elapsed < total_ms {
+            let pause = if elapsed == 1_000 { stall_ms } else { 500 };
+            h.wait_ms(pause);
+            elapsed += pause;
+            rev += 1;
+            h.write(9, KEY, &format!("9-{rev}"), rev);
+        }
+        let get = h.lease_alive(8);
+        (h.ops(), grant, get)
+    };
+    // Alive past the bound while writes commit all along: late.
+    let (ops, grant, get) = story(bound + 1_500, 500);
+    let found = flagged(&session::leases(&ops, &config), "lease-expired-late");
+    assert_eq!(found, [grant, get]);
+    // The same, with 10 s in which nothing committed: within the bound of committing time.
+    let (ops, _, _) = story(bound + 1_500, 10_000);
+    let result = session::leases(&ops, &config);
+    passes(&result);
+    assert_eq!(result.stats["stalls"], 1);
+    // Past the bound even leaving the stall out: late again.
+    let (ops, grant, get) = story(bound + 12_000, 10_000);
+    let found = flagged(&session::leases(&ops, &config), "lease-expired-late");
+    assert_eq!(found, [grant, get]);
+}
+
+/// Nodes restart somewhere inside a kill window, before the harness records its end: a
+/// lease seen alive then, after the restart, is covered like one seen just after the end.
+#[test]
+fn a_lease_seen_alive_inside_the_window_that_restarted_its_nodes_is_covered() {
+    const TTL: u64 = 2_000;
+    let config = CheckConfig::default();
+    let bound = config.lease_late_bound_ms(TTL);
+    let story = |kill_at_ms: u64| {
+        let mut h = H::default();
+        let grant = h.grant_lease(8, TTL, 1);
+        h.keepalive(8, TTL);
+        let mut rev = 10;
+        for _ in 0..kill_at_ms / 500 {
+            h.wait_ms(500);
+            rev += 1;
+            h.write(9, KEY, &format!("9-{rev}"), rev);
+        }
+        // One node of three: no outage, but it restarts inside the window.
+        h.nemesis_on("kill-start", &["n1"]);
+        h.wait_ms(4_000);
+        let get = h.lease_alive(8);
+        h.wait_ms(300);
+        h.nemesis_on("kill-stop", &["n1"]);
+        (h.ops(), grant, get)
+    };
+    // Killed before the lease was overdue, seen alive past the bound inside the window.
+    let (ops, _, _) = story(bound - 1_000);
+    passes(&session::leases(&ops, &config));
+    // Killed when the lease was already overdue: the restart excuses nothing.
+    let (ops, grant, get) = story(bound + 5_000);
     let found = flagged(&session::leases(&ops, &config), "lease-expired-late");
     assert_eq!(found, [grant, get]);
 }

@@ -2,7 +2,7 @@
 //! gone within TTL + checkpoint interval + election timeout after keepalives stop.
 
 use super::{Anomaly, CheckConfig, CheckResult};
-use crate::history::{Kind, Op, fault_windows};
+use crate::history::{Kind, Op, Process, fault_windows};
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -67,13 +67,15 @@ pub fn leases(ops: &[Op], config: &CheckConfig) -> CheckResult {
     ok_times.sort_unstable();
     let windows = fault_windows(ops);
     // Where a node may have restarted, or caught up through a snapshot, and so counts
-    // the leases it knows from then: the end of every fault but a clock jump.
-    let rejoins: Vec<u64> = windows
+    // the leases it knows from then: during and after every fault but a clock jump. A
+    // node restarts somewhere inside its window (the recorded end comes after the
+    // harness verified it), so an observation inside the window is covered too.
+    let rejoins: Vec<(u64, u64)> = windows
         .iter()
         .filter(|w| w.kind != "clock")
-        .map(|w| w.end)
+        .map(|w| (w.start, w.end))
         .collect();
-    let outages: Vec<(u64, u64)> = windows
+    let mut outages: Vec<(u64, u64)> = windows
         .into_iter()
         .filter(|w| {
             let killed = w.detail["nodes"].as_array().map_or(0, Vec::len);
@@ -86,6 +88,14 @@ pub fn leases(ops: &[Op], config: &CheckConfig) -> CheckResult {
             (w.start, ok_times.get(back).copied().unwrap_or(u64::MAX))
         })
         .collect();
+    // An expiry is a commit: while nothing commits, whatever the cause, no lease can end.
+    // Stretches longer than STALL_NS with no acknowledged mutation count as outages (a
+    // leader whose lease clock stalls while other writes commit is still caught).
+    let stalls = stalls(ops);
+    let longest_stall = stalls.iter().map(|(s, e)| e - s).max().unwrap_or(0);
+    let stall_count = stalls.len();
+    outages.extend(stalls);
+    let outages = merge(outages);
     let mut anomalies = Vec::new();
     let (mut early_checked, mut late_checked) = (0, 0);
     for (id, l) in &all {
@@ -133,17 +143,25 @@ pub fn leases(ops: &[Op], config: &CheckConfig) -> CheckResult {
         late_checked += 1;
         let bound = config.longest(config.lease_late_bound_ms(l.ttl_ms) * 1_000_000);
         let rejoin_bound = config.longest(config.lease_rejoin_bound_ms(l.ttl_ms) * 1_000_000);
+        // Outage time between the keepalives' end and `t`.
+        let outage_until = |t: u64| {
+            outages
+                .iter()
+                .filter(|(s, e)| *e > stopped && *s < t)
+                .map(|(s, e)| e.min(&t) - s.max(&stopped))
+                .sum::<u64>()
+        };
+        let overdue_at = |t: u64| t > stopped + bound + outage_until(t);
         let late = l.alive.iter().find(|a| {
-            let outage = outages
-                .iter()
-                .filter(|(s, e)| *e > stopped && *s < a.call)
-                .map(|(s, e)| e.min(&a.call) - s.max(&stopped))
-                .sum::<u64>();
-            let rejoined_late = rejoins
-                .iter()
-                .filter(|r| **r > stopped && **r < a.call)
-                .all(|r| a.call > r + rejoin_bound);
-            a.call > stopped + bound + outage && rejoined_late
+            // A fault that began before the lease was overdue and before this sighting
+            // may have restarted the node that answered: it counts from its restart.
+            let rejoined = rejoins.iter().any(|(start, end)| {
+                *end > stopped
+                    && *start < a.call
+                    && !overdue_at(*start)
+                    && a.call <= end + rejoin_bound
+            });
+            overdue_at(a.call) && !rejoined
         });
         if let Some(late) = late {
             anomalies.push(Anomaly::new(
@@ -163,6 +181,53 @@ pub fn leases(ops: &[Op], config: &CheckConfig) -> CheckResult {
         "5.6 a lease ends no earlier than TTL after its last acknowledged keepalive, and within the bound",
         anomalies,
         early_checked + late_checked > 0,
-        json!({"leases": all.len(), "gone_observations": early_checked, "expiries_timed": late_checked}),
+        json!({
+            "leases": all.len(),
+            "gone_observations": early_checked,
+            "expiries_timed": late_checked,
+            "stalls": stall_count,
+            "longest_stall_ms": longest_stall / 1_000_000,
+        }),
     )
+}
+
+/// A stretch without an acknowledged mutation this long (ns) is a stall.
+const STALL_NS: u64 = 1_000_000_000;
+
+/// Operations whose success means the cluster committed something (reads, lookups,
+/// watches and keepalives, which a leader may answer without a commit, do not count).
+fn is_mutation(op: &Op) -> bool {
+    !matches!(
+        op.f.as_str(),
+        "read" | "lease-get" | "observe" | "watch" | "keepalive" | "final-read"
+    )
+}
+
+/// The stretches between consecutive acknowledged mutations (by completion) longer than
+/// [`STALL_NS`], from the first to the last.
+fn stalls(ops: &[Op]) -> Vec<(u64, u64)> {
+    let mut done: Vec<u64> = ops
+        .iter()
+        .filter(|o| o.is_ok() && o.node.is_some() && o.process != Process::Nemesis)
+        .filter(|o| is_mutation(o))
+        .filter_map(|o| o.completed_at)
+        .collect();
+    done.sort_unstable();
+    done.windows(2)
+        .filter(|w| w[1] - w[0] > STALL_NS)
+        .map(|w| (w[0], w[1]))
+        .collect()
+}
+
+/// Sorted, non-overlapping intervals covering the same time as `intervals`.
+fn merge(mut intervals: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    intervals.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(intervals.len());
+    for (s, e) in intervals {
+        match merged.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => merged.push((s, e)),
+        }
+    }
+    merged
 }

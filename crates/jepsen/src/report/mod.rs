@@ -110,7 +110,19 @@ pub fn summary(title: &str, results: &[CheckResult], stats: &Value) -> String {
         .filter(|r| r.valid == Validity::Invalid)
         .count();
     let unknown = results.len() - passed - failed;
-    let _ = writeln!(s, "\n{passed} passed, {failed} failed, {unknown} unknown");
+    // Repeated last, so that the tail of a log (all CI keeps) says which checks did not
+    // pass and what they saw.
+    let _ = writeln!(s);
+    for r in results.iter().filter(|r| r.valid != Validity::Valid) {
+        let _ = writeln!(
+            s,
+            "not passed: {} {} {}",
+            r.name,
+            verdict_word(r.valid),
+            r.stats
+        );
+    }
+    let _ = writeln!(s, "{passed} passed, {failed} failed, {unknown} unknown");
     s
 }
 
