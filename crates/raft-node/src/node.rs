@@ -214,6 +214,7 @@ impl Node {
             proposals_max: inner.config.batch_proposals_max,
             bytes_max: inner.config.batch_bytes_max,
             in_flight_max: inner.config.batches_in_flight_max,
+            answer_within: Duration::from_millis(inner.config.propose_timeout_ms),
         };
         tracker.spawn(proposer::run(
             inner.raft.clone(),

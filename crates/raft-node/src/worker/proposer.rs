@@ -3,16 +3,43 @@
 //! and keeps up to `batches_in_flight_max` entries in flight. Each caller gets its own
 //! proposal's `Applied`.
 //!
-//! Owns: the proposal queue. Woken by: a proposal arriving, a batch completing.
-//! Stops: when the node's token is cancelled; queued callers then get `Stopped`.
+//! openraft answers an entry when it applies it or truncates it, and never when a snapshot
+//! install covers it: the uncommitted entries of a leader that was cut off, then caught up
+//! through a snapshot, are never answered (bug #5). So an entry in flight holds its place in
+//! the pipeline for at most `answer_within`; its callers then learn that its outcome is
+//! unknown (it may still commit, as after any timeout).
+//!
+//! Owns: the proposal queue. Woken by: a proposal arriving, a batch completing or timing
+//! out. Stops: when the node's token is cancelled; queued callers then get `Stopped`.
 
 use crate::error::NodeError;
-use crate::types::{Batch, ClientWriteError, Raft};
+use crate::types::{Batch, ClientWriteError, Raft, TypeConfig};
 use baton_state_machine::{Applied, Proposal};
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+
+/// What openraft eventually says about one entry.
+pub(crate) type WriteAnswer =
+    Result<openraft::raft::ClientWriteResponse<TypeConfig>, ClientWriteError>;
+
+/// Where batches go: openraft's `client_write_ff` (or a test double).
+pub(crate) trait Log: Send + 'static {
+    /// Appends `batch` as one entry; the receiver gets its answer. `Err` means Raft stopped.
+    fn write(
+        &self,
+        batch: Batch,
+    ) -> impl Future<Output = Result<oneshot::Receiver<WriteAnswer>, String>> + Send;
+}
+
+impl Log for Raft {
+    async fn write(&self, batch: Batch) -> Result<oneshot::Receiver<WriteAnswer>, String> {
+        self.client_write_ff(batch).await.map_err(|e| e.to_string())
+    }
+}
 
 /// A proposal waiting for its entry, and where its answer goes.
 pub(crate) struct Pending {
@@ -33,11 +60,14 @@ pub(crate) struct BatchBounds {
     pub(crate) bytes_max: usize,
     /// Entries proposed whose outcome is not known yet.
     pub(crate) in_flight_max: usize,
+    /// How long an entry in flight may hold its place before its callers are told that
+    /// its outcome is unknown.
+    pub(crate) answer_within: Duration,
 }
 
 /// The proposer task: batches the queue into entries until `cancel`.
-pub(crate) async fn run(
-    raft: Raft,
+pub(crate) async fn run<L: Log>(
+    log: L,
     mut queue: mpsc::Receiver<Pending>,
     bounds: BatchBounds,
     tracker: TaskTracker,
@@ -73,11 +103,12 @@ pub(crate) async fn run(
         let (proposals, replies): (Vec<_>, Vec<_>) =
             batch.into_iter().map(|p| (p.proposal, p.reply)).unzip();
         tracing::trace!(proposals = proposals.len(), bytes, "proposing a batch");
-        match raft.client_write_ff(Batch { proposals }).await {
+        match log.write(Batch { proposals }).await {
             Ok(receiver) => {
+                let within = bounds.answer_within;
                 tracker.spawn(async move {
-                    let outcome = receiver.await;
-                    distribute(outcome, replies);
+                    let outcome = tokio::time::timeout(within, receiver).await.ok();
+                    distribute(outcome, within, replies);
                     drop(permit);
                 });
             }
@@ -103,12 +134,28 @@ fn stop(pending: Pending) {
     let _ = pending.reply.send(Err(NodeError::Stopped));
 }
 
-type WriteOutcome = Result<
-    Result<openraft::raft::ClientWriteResponse<crate::types::TypeConfig>, ClientWriteError>,
-    tokio::sync::oneshot::error::RecvError,
->;
+/// An entry's answer, `None` if none came in time.
+type WriteOutcome = Option<Result<WriteAnswer, oneshot::error::RecvError>>;
 
-fn distribute(outcome: WriteOutcome, replies: Vec<oneshot::Sender<Result<Applied, NodeError>>>) {
+fn distribute(
+    outcome: WriteOutcome,
+    within: Duration,
+    replies: Vec<oneshot::Sender<Result<Applied, NodeError>>>,
+) {
+    let Some(outcome) = outcome else {
+        tracing::warn!(
+            proposals = replies.len(),
+            within_ms = within.as_millis() as u64,
+            "raft did not answer an entry in time; its outcome is unknown"
+        );
+        for reply in replies {
+            let _ = reply.send(Err(NodeError::Indeterminate(format!(
+                "raft did not answer the entry within {} ms",
+                within.as_millis()
+            ))));
+        }
+        return;
+    };
     match outcome {
         Ok(Ok(response)) => {
             let applied = response.data.applied;
@@ -142,5 +189,91 @@ fn distribute(outcome: WriteOutcome, replies: Vec<oneshot::Sender<Result<Applied
                 )));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_state_machine::{Command, LeaseGrant};
+    use std::sync::Mutex;
+
+    /// A log that never answers its first entry (as openraft does for an entry a snapshot
+    /// install covered) and refuses every later one as a follower would.
+    #[derive(Default)]
+    struct Forgetful {
+        kept: Arc<Mutex<Vec<oneshot::Sender<WriteAnswer>>>>,
+    }
+
+    impl Log for Forgetful {
+        fn write(
+            &self,
+            _batch: Batch,
+        ) -> impl Future<Output = Result<oneshot::Receiver<WriteAnswer>, String>> + Send {
+            let (tx, rx) = oneshot::channel();
+            let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+            if kept.is_empty() {
+                kept.push(tx);
+            } else {
+                let refused =
+                    ClientWriteError::ForwardToLeader(openraft::error::ForwardToLeader::empty());
+                let _ = tx.send(Err(refused));
+            }
+            async move { Ok(rx) }
+        }
+    }
+
+    fn propose(queue: &mpsc::Sender<Pending>) -> oneshot::Receiver<Result<Applied, NodeError>> {
+        let (reply, answer) = oneshot::channel();
+        let proposal = Proposal::from(Command::LeaseGrant(LeaseGrant { ttl_ms: 1_000 }));
+        queue
+            .try_send(Pending {
+                proposal,
+                bytes: 8,
+                reply,
+            })
+            .expect("room in the queue");
+        answer
+    }
+
+    /// An entry raft never answers holds the one-entry pipeline for `answer_within` and no
+    /// longer: its caller learns the outcome is unknown, and the next proposal goes out.
+    #[tokio::test(start_paused = true)]
+    async fn an_entry_raft_never_answers_frees_the_pipeline_after_answer_within() {
+        let (queue, receiver) = mpsc::channel(8);
+        let bounds = BatchBounds {
+            proposals_max: 1,
+            bytes_max: 1 << 20,
+            in_flight_max: 1,
+            answer_within: Duration::from_secs(5),
+        };
+        let (tracker, cancel) = (TaskTracker::new(), CancellationToken::new());
+        let task = tokio::spawn(run(
+            Forgetful::default(),
+            receiver,
+            bounds,
+            tracker.clone(),
+            cancel.clone(),
+        ));
+        let first = propose(&queue);
+        let second = propose(&queue);
+        let started = tokio::time::Instant::now();
+        // Time is paused: it advances only while every task waits on a timer.
+        let second = tokio::time::timeout(Duration::from_secs(60), second)
+            .await
+            .expect("the second proposal goes out within a minute")
+            .expect("the second caller is answered");
+        assert!(
+            matches!(second, Err(NodeError::ForwardToLeader { .. })),
+            "{second:?}"
+        );
+        assert!(started.elapsed() >= Duration::from_secs(5));
+        let first = first.await.expect("the first caller is answered");
+        assert!(
+            matches!(first, Err(NodeError::Indeterminate(_))),
+            "{first:?}"
+        );
+        cancel.cancel();
+        task.await.expect("the proposer stops");
     }
 }
