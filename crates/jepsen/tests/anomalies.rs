@@ -132,6 +132,14 @@ impl H {
         )
     }
 
+    /// After `ms`, a write by client 9 that the cluster acknowledges: background traffic
+    /// showing the cluster commits (revisions from 1 000 up).
+    fn write_after(&mut self, ms: u64) -> u64 {
+        self.wait_ms(ms);
+        let rev = 1_000 + self.events.len() as u64;
+        self.write(9, KEY, &format!("9-{rev}"), rev)
+    }
+
     /// A read of `value` last changed at `mod_rev`, served at header revision `rev`.
     fn read(&mut self, p: u64, key: &str, value: &str, mod_rev: u64, rev: u64) -> u64 {
         let result = json!({"value": value, "mod_rev": mod_rev, "rev": rev});
@@ -208,6 +216,11 @@ impl H {
 
 /// The checker's verdict is invalid and it reports an anomaly of `kind`; returns the
 /// invoke indices of the operations the first such anomaly names.
+/// The operations of the lease checker's `lease-expired-late` anomaly (it must find one).
+fn late_sightings(ops: &[Op], config: &CheckConfig) -> Vec<u64> {
+    flagged(&session::leases(ops, config), "lease-expired-late")
+}
+
 fn flagged(r: &CheckResult, kind: &str) -> Vec<u64> {
     assert_eq!(r.valid, Validity::Invalid, "expected {kind}: {r:#?}");
     let found: Option<&Anomaly> = r.anomalies.iter().find(|a| a.kind == kind);
@@ -1013,7 +1026,7 @@ fn lease_alive_long_after_its_keepalives_stopped_expired_late() {
         (h.ops(), grant, get)
     };
     let (ops, grant, get) = story(bound_ms + 1_000);
-    let found = flagged(&session::leases(&ops, &config), "lease-expired-late");
+    let found = late_sightings(&ops, &config);
     assert_eq!(found, [grant, get]);
 
     let (ops, _, _) = story(TTL - 500);
@@ -1049,7 +1062,7 @@ fn the_late_bound_of_a_lease_leaves_out_a_whole_cluster_outage() {
     passes(&result);
     // Alive longer than the whole bound after the cluster is back is not.
     let (ops, grant, get) = story(config.lease_late_bound_ms(TTL) + 1_000);
-    let found = flagged(&session::leases(&ops, &config), "lease-expired-late");
+    let found = late_sightings(&ops, &config);
     assert_eq!(found, [grant, get]);
 }
 
@@ -1080,7 +1093,7 @@ fn the_late_bound_of_a_lease_allows_a_restart_or_rejoin_and_no_more() {
     passes(&session::leases(&ops, &config));
     // Past both.
     let (ops, grant, get) = story(5_000 + rejoin + 500);
-    let found = flagged(&session::leases(&ops, &config), "lease-expired-late");
+    let found = late_sightings(&ops, &config);
     assert_eq!(found, [grant, get]);
 }
 
@@ -1097,21 +1110,18 @@ fn the_late_bound_of_a_lease_leaves_out_a_stall_and_nothing_else() {
         let mut h = H::default();
         let grant = h.grant_lease(8, TTL, 1);
         h.keepalive(8, TTL);
-        let mut rev = 10;
         let mut elapsed = 0;
         while elapsed < total_ms {
             let pause = if elapsed == 1_000 { stall_ms } else { 500 };
-            h.wait_ms(pause);
+            h.write_after(pause);
             elapsed += pause;
-            rev += 1;
-            h.write(9, KEY, &format!("9-{rev}"), rev);
         }
         let get = h.lease_alive(8);
         (h.ops(), grant, get)
     };
     // Alive past the bound while writes commit all along: late.
     let (ops, grant, get) = story(bound + 1_500, 500);
-    let found = flagged(&session::leases(&ops, &config), "lease-expired-late");
+    let found = late_sightings(&ops, &config);
     assert_eq!(found, [grant, get]);
     // The same, with 10 s in which nothing committed: within the bound of committing time.
     let (ops, _, _) = story(bound + 1_500, 10_000);
@@ -1120,7 +1130,7 @@ fn the_late_bound_of_a_lease_leaves_out_a_stall_and_nothing_else() {
     assert_eq!(result.stats["stalls"], 1);
     // Past the bound even leaving the stall out: late again.
     let (ops, grant, get) = story(bound + 12_000, 10_000);
-    let found = flagged(&session::leases(&ops, &config), "lease-expired-late");
+    let found = late_sightings(&ops, &config);
     assert_eq!(found, [grant, get]);
 }
 
@@ -1135,11 +1145,8 @@ fn a_lease_seen_alive_inside_the_window_that_restarted_its_nodes_is_covered() {
         let mut h = H::default();
         let grant = h.grant_lease(8, TTL, 1);
         h.keepalive(8, TTL);
-        let mut rev = 10;
         for _ in 0..kill_at_ms / 500 {
-            h.wait_ms(500);
-            rev += 1;
-            h.write(9, KEY, &format!("9-{rev}"), rev);
+            h.write_after(500);
         }
         // One node of three: no outage, but it restarts inside the window.
         h.nemesis_on("kill-start", &["n1"]);
@@ -1154,7 +1161,7 @@ fn a_lease_seen_alive_inside_the_window_that_restarted_its_nodes_is_covered() {
     passes(&session::leases(&ops, &config));
     // Killed when the lease was already overdue: the restart excuses nothing.
     let (ops, grant, get) = story(bound + 5_000);
-    let found = flagged(&session::leases(&ops, &config), "lease-expired-late");
+    let found = late_sightings(&ops, &config);
     assert_eq!(found, [grant, get]);
 }
 

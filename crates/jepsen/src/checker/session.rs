@@ -59,9 +59,8 @@ pub fn leases(ops: &[Op], config: &CheckConfig) -> CheckResult {
     // leader that still runs beside a paused majority cannot commit an expiry either.)
     let mut ok_times: Vec<u64> = ops
         .iter()
-        // Requests the cluster answered (not harness-local store accesses, and not
-        // watches, which are recorded ok whatever ended them).
-        .filter(|o| o.is_ok() && o.node.is_some() && o.f != "watch")
+        // Watches are recorded ok whatever ended them.
+        .filter(|o| answered(o) && o.f != "watch")
         .filter_map(|o| o.completed_at)
         .collect();
     ok_times.sort_unstable();
@@ -191,6 +190,11 @@ pub fn leases(ops: &[Op], config: &CheckConfig) -> CheckResult {
     )
 }
 
+/// A request the cluster answered ok (not a harness-local store access, not the nemesis).
+fn answered(op: &Op) -> bool {
+    op.is_ok() && op.node.is_some() && op.process != Process::Nemesis
+}
+
 /// A stretch without an acknowledged mutation this long (ns) is a stall.
 const STALL_NS: u64 = 1_000_000_000;
 
@@ -208,8 +212,7 @@ fn is_mutation(op: &Op) -> bool {
 fn stalls(ops: &[Op]) -> Vec<(u64, u64)> {
     let mut done: Vec<u64> = ops
         .iter()
-        .filter(|o| o.is_ok() && o.node.is_some() && o.process != Process::Nemesis)
-        .filter(|o| is_mutation(o))
+        .filter(|o| answered(o) && is_mutation(o))
         .filter_map(|o| o.completed_at)
         .collect();
     done.sort_unstable();
