@@ -1134,6 +1134,29 @@ fn the_late_bound_of_a_lease_leaves_out_a_stall_and_nothing_else() {
     assert_eq!(found, [grant, get]);
 }
 
+/// A fault window that began while the keepalives still ran (found checking a long run:
+/// the debug build overflowed) covers a sighting inside it like any other window.
+#[test]
+fn a_window_that_began_before_the_keepalives_stopped_covers_a_sighting_inside_it() {
+    const TTL: u64 = 2_000;
+    let config = CheckConfig::default();
+    let bound = config.lease_late_bound_ms(TTL);
+    let mut h = H::default();
+    h.grant_lease(8, TTL, 1);
+    h.write_after(100);
+    h.nemesis_on("kill-start", &["n1"]);
+    h.keepalive(8, TTL);
+    // A stall that spans the keepalive, then writes again.
+    h.write_after(2_000);
+    for _ in 0..bound / 500 {
+        h.write_after(500);
+    }
+    h.lease_alive(8);
+    h.wait_ms(300);
+    h.nemesis_on("kill-stop", &["n1"]);
+    passes(&session::leases(&h.ops(), &config));
+}
+
 /// Nodes restart somewhere inside a kill window, before the harness records its end: a
 /// lease seen alive then, after the restart, is covered like one seen just after the end.
 #[test]

@@ -142,12 +142,13 @@ pub fn leases(ops: &[Op], config: &CheckConfig) -> CheckResult {
         late_checked += 1;
         let bound = config.longest(config.lease_late_bound_ms(l.ttl_ms) * 1_000_000);
         let rejoin_bound = config.longest(config.lease_rejoin_bound_ms(l.ttl_ms) * 1_000_000);
-        // Outage time between the keepalives' end and `t`.
+        // Outage time between the keepalives' end and `t` (none when `t` is before it: a
+        // fault window may begin while the keepalives still run).
         let outage_until = |t: u64| {
             outages
                 .iter()
                 .filter(|(s, e)| *e > stopped && *s < t)
-                .map(|(s, e)| e.min(&t) - s.max(&stopped))
+                .map(|(s, e)| e.min(&t).saturating_sub(*s.max(&stopped)))
                 .sum::<u64>()
         };
         let overdue_at = |t: u64| t > stopped + bound + outage_until(t);
