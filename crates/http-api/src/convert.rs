@@ -37,6 +37,7 @@ pub fn holder(h: &HolderInfo) -> wire::Holder {
         count: h.count,
         since_revision: h.fence.0,
         value: h.value.clone(),
+        held_for: None,
     }
 }
 
@@ -62,6 +63,7 @@ fn waiter(position: usize, w: &WaiterInfo) -> wire::Waiter {
         enqueued_revision: w.enqueued.0,
         position: position as u64 + 1,
         wait_ms: w.wait_ms,
+        waiting_for: None,
     }
 }
 

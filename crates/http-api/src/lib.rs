@@ -12,10 +12,15 @@
 //! - `extract.rs`: extractors that turn bad input into a 4xx; the admin token.
 //! - `error.rs`: [`ApiError`], each refusal mapped once to its typed error body and status.
 //! - `state.rs`: [`AppState`]: propose, read, names checked against the node's limits.
-//! - `metrics.rs`, `openapi.rs`.
+//! - `activity.rs`: when this node applied recent revisions (ages of holds and waits) and
+//!   per-resource statistics over a recent window (the console's hot locks).
+//! - `console.rs`: the web console, embedded in the binary.
+//! - `metrics.rs` (Prometheus, through `prometheus-client`), `openapi.rs`.
 
+pub mod activity;
 pub mod auth;
 mod claim_guard;
+mod console;
 mod convert;
 mod error;
 mod extract;
@@ -59,6 +64,7 @@ impl AppState {
             tracker: TaskTracker::new(),
             detached: Arc::default(),
             auth: None,
+            activity: Arc::default(),
         }
     }
 }
@@ -67,7 +73,9 @@ impl AppState {
 pub fn router(state: AppState) -> Router {
     let request_id = HeaderName::from_static("x-request-id");
     let api = Router::new()
-        .route("/", get(health::index))
+        .route("/", get(console::page))
+        .route("/ui", get(console::page))
+        .route("/ui/{*path}", get(console::ui))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
@@ -76,6 +84,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/leases/{id}", get(leases::get).delete(leases::revoke))
         .route("/v1/leases/{id}/keepalive", post(leases::keepalive))
         .route("/v1/locks", get(locks::list))
+        .route("/v1/semaphores", get(semaphores::list))
+        .route("/v1/elections", get(elections::list))
+        .route("/v1/stats/locks", get(stats::locks))
+        .route("/v1/cluster/replication", get(cluster::replication))
         .route(
             "/v1/locks/{name}",
             get(locks::get).delete(locks::force_release),
@@ -157,6 +169,7 @@ where
     L::Addr: std::fmt::Debug,
 {
     let leader_watch = state.tracker.spawn(count_leader_changes(state.clone()));
+    let activity = state.tracker.spawn(activity::follow(state.clone()));
     let stop = state.shutdown.clone();
     let result = axum::serve(listener, router(state.clone()))
         .with_graceful_shutdown(async move {
@@ -167,6 +180,7 @@ where
         .await;
     state.shutdown.cancel();
     leader_watch.abort();
+    activity.abort();
     state.tracker.close();
     if tokio::time::timeout(DRAIN_GRACE, state.tracker.wait())
         .await

@@ -1,97 +1,131 @@
-//! Prometheus text metrics: requests by route and status with latency histograms (kept
-//! here), and Raft and state gauges (read from the node when scraped).
+//! `/metrics` in the OpenMetrics text format, through the Prometheus project's client
+//! (`prometheus-client`). Two registries make one exposition: a long-lived one for what is
+//! counted as it happens (requests, held-open waits, and the node's own commit, fsync,
+//! batch and forwarding measurements), and one built at each scrape for what is read then
+//! (Raft progress, the state's tallies, per-principal usage, the hot locks).
+//!
+//! Cardinality is bounded: routes are templates, statuses and outcomes are few, principals
+//! come from the auth file, and per-lock series are the `HOT_LOCKS_MAX` most contended
+//! resources plus one `other` series that sums the rest.
 
 use crate::state::AppState;
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use baton_raft_node::NodeStats;
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-/// Upper bounds of the latency buckets, in seconds (held-open acquires reach minutes).
+/// Per-lock series at most (plus `other`).
+pub(crate) const HOT_LOCKS_MAX: usize = 20;
+
+/// Upper bounds of the request latency buckets, in seconds (held-open acquires reach
+/// minutes).
 const BUCKETS_SECONDS: [f64; 14] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0, 120.0, 300.0,
 ];
 
-#[derive(Default, Clone)]
-struct Histogram {
-    buckets: [u64; BUCKETS_SECONDS.len()],
-    count: u64,
-    sum_seconds: f64,
+/// Labels of a request: route template, method, status.
+type RequestLabels = [(&'static str, String); 3];
+/// Labels of a held-open wait: resource kind and how it ended.
+type WaitLabels = [(&'static str, &'static str); 2];
+
+fn request_histogram() -> Histogram {
+    Histogram::new(BUCKETS_SECONDS)
 }
 
-/// Counters kept by the API layer.
-#[derive(Default)]
+/// What the API layer counts as it happens. Cheap to share (`Arc` in `AppState`).
+#[derive(Debug)]
 pub struct Metrics {
-    // A std mutex: held for a map update, never across an await.
-    requests: Mutex<BTreeMap<(String, String, u16), Histogram>>,
+    requests: Family<RequestLabels, Counter>,
+    durations: Family<RequestLabels, Histogram, fn() -> Histogram>,
+    waits: Family<WaitLabels, Counter>,
     /// Watches streaming now.
-    pub open_watches: AtomicI64,
+    pub open_watches: Gauge,
     /// Leader changes this node has seen.
     pub leader_changes: AtomicU64,
 }
 
-impl Metrics {
-    fn observe(&self, method: &str, route: &str, status: u16, seconds: f64) {
-        let mut requests = self.requests.lock().unwrap_or_else(|p| p.into_inner());
-        let h = requests
-            .entry((route.to_owned(), method.to_owned(), status))
-            .or_default();
-        h.count += 1;
-        h.sum_seconds += seconds;
-        for (bucket, bound) in h.buckets.iter_mut().zip(BUCKETS_SECONDS) {
-            if seconds <= bound {
-                *bucket += 1;
-            }
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics {
+            requests: Family::default(),
+            durations: Family::new_with_constructor(request_histogram),
+            waits: Family::default(),
+            open_watches: Gauge::default(),
+            leader_changes: AtomicU64::new(0),
         }
     }
+}
 
-    fn render_requests(&self, out: &mut String) {
-        let requests = self
-            .requests
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        out.push_str(
-            "# HELP baton_http_requests_total HTTP requests by route, method and status.\n",
+impl Metrics {
+    fn observe(&self, method: &str, route: &str, status: u16, seconds: f64) {
+        let labels: RequestLabels = [
+            ("route", route.to_owned()),
+            ("method", method.to_owned()),
+            ("status", status.to_string()),
+        ];
+        self.requests.get_or_create(&labels).inc();
+        self.durations.get_or_create(&labels).observe(seconds);
+    }
+
+    /// Counts a held-open wait of a `kind` resource that ended as `outcome`.
+    pub(crate) fn wait_ended(&self, kind: &'static str, outcome: &'static str) {
+        self.waits
+            .get_or_create(&[("kind", kind), ("outcome", outcome)])
+            .inc();
+    }
+
+    /// The long-lived registry: these metrics and the node's own.
+    fn registry(&self, node: &NodeStats) -> Registry {
+        let mut r = Registry::default();
+        r.register(
+            "baton_http_requests",
+            "HTTP requests by route, method and status",
+            self.requests.clone(),
         );
-        out.push_str("# TYPE baton_http_requests_total counter\n");
-        for ((route, method, status), h) in &requests {
-            let _ = writeln!(
-                out,
-                "baton_http_requests_total{{route=\"{route}\",method=\"{method}\",status=\"{status}\"}} {}",
-                h.count
-            );
-        }
-        out.push_str("# HELP baton_http_request_duration_seconds HTTP request latency.\n");
-        out.push_str("# TYPE baton_http_request_duration_seconds histogram\n");
-        for ((route, method, status), h) in &requests {
-            let labels = format!("route=\"{route}\",method=\"{method}\",status=\"{status}\"");
-            for (bucket, bound) in h.buckets.iter().zip(BUCKETS_SECONDS) {
-                let _ = writeln!(
-                    out,
-                    "baton_http_request_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {bucket}"
-                );
-            }
-            let _ = writeln!(
-                out,
-                "baton_http_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
-                h.count
-            );
-            let _ = writeln!(
-                out,
-                "baton_http_request_duration_seconds_sum{{{labels}}} {}",
-                h.sum_seconds
-            );
-            let _ = writeln!(
-                out,
-                "baton_http_request_duration_seconds_count{{{labels}}} {}",
-                h.count
-            );
-        }
+        r.register(
+            "baton_http_request_duration_seconds",
+            "HTTP request latency",
+            self.durations.clone(),
+        );
+        r.register(
+            "baton_held_open_waits",
+            "Queued acquires held open, by how they ended: granted, timed_out, cancelled (the entry left the queue), lease_ended, still_waiting (202 at the hold limit), abandoned (the client went away), error",
+            self.waits.clone(),
+        );
+        r.register(
+            "baton_watches_open",
+            "Open watch streams on this node",
+            self.open_watches.clone(),
+        );
+        r.register(
+            "baton_raft_commit_seconds",
+            "From handing an entry to Raft to its commit and apply on this leader",
+            node.commit_seconds.clone(),
+        );
+        r.register(
+            "baton_raft_fsync_seconds",
+            "One flush of the Raft log to disk",
+            node.fsync_seconds.clone(),
+        );
+        r.register(
+            "baton_raft_proposals_per_entry",
+            "Proposals gathered into one Raft entry (group commit)",
+            node.proposals_per_entry.clone(),
+        );
+        r.register(
+            "baton_forwarded_requests",
+            "Requests this node sent to the leader, by peer route",
+            node.forwarded.clone(),
+        );
+        r
     }
 }
 
@@ -111,165 +145,249 @@ pub async fn track(State(state): State<AppState>, request: Request, next: Next) 
     response
 }
 
-fn gauge(out: &mut String, name: &str, help: &str, value: impl std::fmt::Display) {
-    let _ = writeln!(
-        out,
-        "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
-    );
+fn gauge(r: &mut Registry, name: &str, help: &str, value: u64) {
+    r.register(name, help, ConstGauge::new(value));
 }
 
 /// The whole exposition.
 pub fn render(state: &AppState) -> String {
     let mut out = String::new();
-    state.metrics.render_requests(&mut out);
-    let status = state.node.status();
-    let counts = state.node.read_local(|sm| sm.counts());
-    gauge(
-        &mut out,
-        "baton_raft_term",
-        "Current Raft term.",
-        status.term,
-    );
-    gauge(
-        &mut out,
-        "baton_raft_commit_index",
-        "Last committed index known here.",
-        status.committed_index,
-    );
-    gauge(
-        &mut out,
-        "baton_raft_applied_index",
-        "Last applied index.",
-        status.applied_index,
-    );
-    gauge(
-        &mut out,
-        "baton_raft_last_log_index",
-        "Last log index.",
-        status.last_log_index,
-    );
-    gauge(
-        &mut out,
-        "baton_raft_is_leader",
-        "1 if this node is the leader.",
-        u8::from(state.node.is_leader()),
-    );
-    let _ = writeln!(
-        out,
-        "# HELP baton_raft_leader_changes_total Leader changes seen by this node.\n# TYPE baton_raft_leader_changes_total counter\nbaton_raft_leader_changes_total {}",
-        state.metrics.leader_changes.load(Ordering::Relaxed)
-    );
-    gauge(
-        &mut out,
-        "baton_revision",
-        "State machine revision.",
-        counts.revision.0,
-    );
-    gauge(&mut out, "baton_keys", "Keys stored.", counts.keys);
-    gauge(&mut out, "baton_leases", "Live leases.", counts.leases);
-    gauge(
-        &mut out,
-        "baton_locks_held",
-        "Lock holds.",
-        counts.lock_holders,
-    );
-    gauge(
-        &mut out,
-        "baton_semaphore_holders",
-        "Semaphore holds.",
-        counts.semaphore_holders,
-    );
-    gauge(
-        &mut out,
-        "baton_election_leaders",
-        "Elections with a leader.",
-        counts.election_leaders,
-    );
-    gauge(
-        &mut out,
-        "baton_queue_waiters",
-        "Queued acquires, all kinds.",
-        counts.waiters,
-    );
-    gauge(
-        &mut out,
-        "baton_lock_delays",
-        "Locks under a lock-delay.",
-        counts.lock_delays,
-    );
-    gauge(
-        &mut out,
-        "baton_watches_open",
-        "Open watch streams on this node.",
-        state.metrics.open_watches.load(Ordering::Relaxed),
-    );
-    gauge(
-        &mut out,
-        "baton_events_window",
-        "Events held for watches.",
-        counts.events,
-    );
-    if let Some(auth) = &state.auth {
-        render_principals(&mut out, state, auth);
-    }
+    let lasting = state.metrics.registry(state.node.stats());
+    let now = scrape_registry(state);
+    // Writing to a String cannot fail.
+    let _ = encode_registry(&mut out, &lasting)
+        .and_then(|()| encode_registry(&mut out, &now))
+        .and_then(|()| encode_eof(&mut out));
     out
 }
 
-/// A per-principal gauge: its name, its help, and its value from the principal's usage.
-type UsageGauge = (
-    &'static str,
-    &'static str,
-    fn(&baton_state_machine::Usage) -> u64,
-);
+/// What is read at scrape time.
+fn scrape_registry(state: &AppState) -> Registry {
+    let mut r = Registry::default();
+    let status = state.node.status();
+    let counts = state.node.read_local(|sm| sm.counts());
+    gauge(&mut r, "baton_raft_term", "Current Raft term", status.term);
+    gauge(
+        &mut r,
+        "baton_raft_commit_index",
+        "Last committed index known here",
+        status.committed_index,
+    );
+    gauge(
+        &mut r,
+        "baton_raft_applied_index",
+        "Last applied index",
+        status.applied_index,
+    );
+    gauge(
+        &mut r,
+        "baton_raft_apply_lag_entries",
+        "Committed entries this node has not applied yet",
+        status.committed_index.saturating_sub(status.applied_index),
+    );
+    gauge(
+        &mut r,
+        "baton_raft_last_log_index",
+        "Last log index",
+        status.last_log_index,
+    );
+    gauge(
+        &mut r,
+        "baton_raft_is_leader",
+        "1 if this node is the leader",
+        u64::from(state.node.is_leader()),
+    );
+    r.register(
+        "baton_raft_leader_changes",
+        "Leader changes seen by this node",
+        ConstCounter::new(state.metrics.leader_changes.load(Ordering::Relaxed)),
+    );
+    gauge(
+        &mut r,
+        "baton_revision",
+        "State machine revision",
+        counts.revision.0,
+    );
+    gauge(&mut r, "baton_keys", "Keys stored", counts.keys);
+    gauge(&mut r, "baton_leases", "Live leases", counts.leases);
+    gauge(
+        &mut r,
+        "baton_locks_held",
+        "Lock holds",
+        counts.lock_holders,
+    );
+    gauge(
+        &mut r,
+        "baton_semaphore_holders",
+        "Semaphore holds",
+        counts.semaphore_holders,
+    );
+    gauge(
+        &mut r,
+        "baton_election_leaders",
+        "Elections with a leader",
+        counts.election_leaders,
+    );
+    gauge(
+        &mut r,
+        "baton_queue_waiters",
+        "Queued acquires, all kinds",
+        counts.waiters,
+    );
+    gauge(
+        &mut r,
+        "baton_lock_delays",
+        "Locks under a lock-delay",
+        counts.lock_delays,
+    );
+    gauge(
+        &mut r,
+        "baton_events_window",
+        "Events held for watches",
+        counts.events,
+    );
+    hot_locks(&mut r, state);
+    if let Some(auth) = &state.auth {
+        principals(&mut r, state, auth);
+    }
+    r
+}
+
+/// Labels of a per-lock series.
+type LockLabels = [(&'static str, String); 2];
+/// Labels of a per-lock quantile.
+type QuantileLabels = [(&'static str, String); 3];
+
+/// The most contended resources over the window, and `other` for the rest.
+fn hot_locks(r: &mut Registry, state: &AppState) {
+    let stats = state.activity.stats(None, "");
+    let grants: Family<LockLabels, Gauge<f64, std::sync::atomic::AtomicU64>> = Family::default();
+    let timeouts: Family<LockLabels, Gauge> = Family::default();
+    let expiries: Family<LockLabels, Gauge> = Family::default();
+    let waited: Family<LockLabels, Gauge<f64, std::sync::atomic::AtomicU64>> = Family::default();
+    let waits: Family<QuantileLabels, Gauge<f64, std::sync::atomic::AtomicU64>> = Family::default();
+    let holds: Family<QuantileLabels, Gauge<f64, std::sync::atomic::AtomicU64>> = Family::default();
+    for (i, s) in stats.iter().enumerate() {
+        let (kind, name) = if i < HOT_LOCKS_MAX {
+            (s.kind.as_str().to_owned(), s.name.clone())
+        } else {
+            ("other".to_owned(), "other".to_owned())
+        };
+        let labels: LockLabels = [("kind", kind.clone()), ("name", name.clone())];
+        grants.get_or_create(&labels).inc_by(s.grants_per_second);
+        timeouts.get_or_create(&labels).inc_by(s.timeouts as i64);
+        expiries.get_or_create(&labels).inc_by(s.expiries as i64);
+        waited
+            .get_or_create(&labels)
+            .inc_by(s.wait_total_ms as f64 / 1_000.0);
+        if i >= HOT_LOCKS_MAX {
+            continue;
+        }
+        for (family, quantiles) in [
+            (&waits, [("0.5", s.wait_p50_ms), ("0.99", s.wait_p99_ms)]),
+            (&holds, [("0.5", s.hold_p50_ms), ("0.99", s.hold_p99_ms)]),
+        ] {
+            for (q, ms) in quantiles {
+                if let Some(ms) = ms {
+                    let labels: QuantileLabels = [
+                        ("kind", kind.clone()),
+                        ("name", name.clone()),
+                        ("quantile", q.to_owned()),
+                    ];
+                    family.get_or_create(&labels).set(ms as f64 / 1_000.0);
+                }
+            }
+        }
+    }
+    r.register(
+        "baton_lock_grants_per_second",
+        "Grants per second over the last minute, per hot resource (top 20 by contention, then other)",
+        grants,
+    );
+    r.register(
+        "baton_lock_waited_seconds",
+        "Seconds waited in the queue by grants of the last minute, per hot resource",
+        waited,
+    );
+    r.register(
+        "baton_lock_timeouts",
+        "Queued acquires that timed out in the last minute, per hot resource",
+        timeouts,
+    );
+    r.register(
+        "baton_lock_expiries",
+        "Holds ended by a lease expiry in the last minute, per hot resource",
+        expiries,
+    );
+    r.register(
+        "baton_lock_wait_seconds",
+        "Wait of a queued grant over the last minute (quantiles 0.5, 0.99), per hot resource",
+        waits,
+    );
+    r.register(
+        "baton_lock_hold_seconds",
+        "Hold time over the last minute (quantiles 0.5, 0.99), per hot resource",
+        holds,
+    );
+}
+
+/// Labels of a per-principal series.
+type PrincipalLabels = [(&'static str, String); 1];
+/// Labels of a per-principal refusal.
+type RefusalLabels = [(&'static str, String); 2];
 
 /// Per principal (a bounded set: the auth file's): requests, refusals by reason, and what
 /// it owns in the replicated state.
-fn render_principals(out: &mut String, state: &AppState, auth: &crate::auth::Auth) {
+fn principals(r: &mut Registry, state: &AppState, auth: &crate::auth::Auth) {
     let flows = auth.flows();
-    out.push_str("# HELP baton_principal_requests_total Authenticated requests per principal.\n# TYPE baton_principal_requests_total counter\n");
+    let requests: Family<PrincipalLabels, Counter> = Family::default();
+    let refused: Family<RefusalLabels, Counter> = Family::default();
     for (name, flow) in &flows {
-        let _ = writeln!(
-            out,
-            "baton_principal_requests_total{{principal=\"{name}\"}} {}",
-            flow.requests.load(Ordering::Relaxed)
-        );
-    }
-    out.push_str("# HELP baton_principal_refused_total Requests refused per principal and reason.\n# TYPE baton_principal_refused_total counter\n");
-    for (name, flow) in &flows {
+        requests
+            .get_or_create(&[("principal", name.clone())])
+            .inc_by(flow.requests.load(Ordering::Relaxed));
         for (reason, counter) in [
             ("rate_limited", &flow.rate_limited),
             ("quota_exceeded", &flow.quota_exceeded),
             ("permission_denied", &flow.permission_denied),
         ] {
-            let _ = writeln!(
-                out,
-                "baton_principal_refused_total{{principal=\"{name}\",reason=\"{reason}\"}} {}",
-                counter.load(Ordering::Relaxed)
-            );
+            refused
+                .get_or_create(&[("principal", name.clone()), ("reason", reason.to_owned())])
+                .inc_by(counter.load(Ordering::Relaxed));
         }
     }
+    // Counters kept by the auth layer (the encoder adds `_total`).
+    r.register(
+        "baton_principal_requests",
+        "Authenticated requests per principal",
+        requests,
+    );
+    r.register(
+        "baton_principal_refused",
+        "Requests refused per principal and reason",
+        refused,
+    );
     let usage: Vec<_> = state
         .node
         .read_local(|sm| flows.iter().map(|(name, _)| sm.usage(name)).collect());
-    let gauges: [UsageGauge; 3] = [
-        (
-            "baton_principal_leases",
-            "Live leases per principal.",
-            |u| u.leases,
-        ),
-        (
-            "baton_principal_keys",
-            "Keys written by each principal.",
-            |u| u.keys,
-        ),
-        ("baton_principal_key_bytes", "Bytes of those keys.", |u| {
-            u.key_bytes
-        }),
-    ];
-    for (metric, help, value) in gauges {
-        let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} gauge");
-        for ((name, _), u) in flows.iter().zip(&usage) {
-            let _ = writeln!(out, "{metric}{{principal=\"{name}\"}} {}", value(u));
-        }
+    let leases: Family<PrincipalLabels, Gauge> = Family::default();
+    let keys: Family<PrincipalLabels, Gauge> = Family::default();
+    let bytes: Family<PrincipalLabels, Gauge> = Family::default();
+    for ((name, _), u) in flows.iter().zip(&usage) {
+        let labels = [("principal", name.clone())];
+        leases.get_or_create(&labels).set(u.leases as i64);
+        keys.get_or_create(&labels).set(u.keys as i64);
+        bytes.get_or_create(&labels).set(u.key_bytes as i64);
     }
+    r.register(
+        "baton_principal_leases",
+        "Live leases per principal",
+        leases,
+    );
+    r.register(
+        "baton_principal_keys",
+        "Keys written by each principal",
+        keys,
+    );
+    r.register("baton_principal_key_bytes", "Bytes of those keys", bytes);
 }

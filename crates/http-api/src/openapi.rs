@@ -156,6 +156,10 @@ pub(crate) struct Indeterminate(ErrorBody);
         locks::get,
         locks::list,
         locks::force_release,
+        semaphores::list,
+        elections::list,
+        stats::locks,
+        cluster::replication,
         semaphores::acquire,
         semaphores::release,
         semaphores::get,
@@ -178,7 +182,7 @@ pub(crate) struct Indeterminate(ErrorBody);
         health::readyz,
         health::metrics,
         health::openapi,
-        health::index,
+        crate::console::page,
     ),
     components(schemas(
         Mode,
@@ -207,6 +211,15 @@ pub(crate) struct Indeterminate(ErrorBody);
         LockStateResponse,
         LockSummary,
         LockListResponse,
+        SemaphoreSummary,
+        SemaphoreListResponse,
+        ElectionSummary,
+        ElectionListResponse,
+        Age,
+        LockStats,
+        LockStatsResponse,
+        MemberReplication,
+        ReplicationResponse,
         ForceReleaseResponse,
         Leader,
         ElectionResponse,
@@ -497,8 +510,17 @@ fn fill_limits(doc: &mut Value, limits: &NodeLimits, body_bytes_max: usize) {
         let set = set_parameter(doc, location, name, keyword, &value);
         debug_assert!(set > 0, "no {location} parameter {name} in the document");
     }
-    // `GET /v1/locks` clamps its limit instead of refusing it: any unsigned number is fine.
-    if let Some(params) = doc.pointer_mut("/paths/~1v1~1locks/get/parameters") {
+    // The listings clamp their limit instead of refusing it: any unsigned number is fine.
+    for listing in [
+        "/paths/~1v1~1locks/get/parameters",
+        "/paths/~1v1~1semaphores/get/parameters",
+        "/paths/~1v1~1elections/get/parameters",
+        "/paths/~1v1~1leases/get/parameters",
+        "/paths/~1v1~1stats~1locks/get/parameters",
+    ] {
+        let Some(params) = doc.pointer_mut(listing) else {
+            continue;
+        };
         for p in params.as_array_mut().into_iter().flatten() {
             if p["name"] == "limit"
                 && let Some(Value::Object(s)) = p.get_mut("schema")

@@ -244,7 +244,8 @@ pub(crate) async fn acquire<R: QueueRequest>(
             return Err(ApiError::internal(other));
         }
     };
-    let outcome = wait(state, &resource, &claimant, enqueued, until).await?;
+    let mut counted = WaitCount::new(state, R::KIND);
+    let outcome = counted.of(wait(state, &resource, &claimant, enqueued, until).await)?;
     guard.settle();
     answer(
         state,
@@ -304,12 +305,53 @@ async fn take_up(
                 idempotency_key,
             );
             guard.adopt(enqueued);
-            let outcome = wait(state, resource, &claimant, enqueued, Until::hold(state)).await?;
+            let mut counted = WaitCount::new(state, resource.kind);
+            let waited = wait(state, resource, &claimant, enqueued, Until::hold(state)).await;
+            let outcome = counted.of(waited)?;
             guard.settle();
             outcome
         }
     };
     answer(state, resource, &claimant, enqueued, None, 0, outcome)
+}
+
+/// Counts one held-open wait by how it ended (`baton_held_open_waits_total`), once:
+/// `abandoned` if the handler is dropped (the client went away) before it is told.
+struct WaitCount<'a> {
+    state: &'a AppState,
+    kind: &'static str,
+    outcome: &'static str,
+}
+
+impl<'a> WaitCount<'a> {
+    fn new(state: &'a AppState, kind: ResourceKind) -> WaitCount<'a> {
+        WaitCount {
+            state,
+            kind: kind.as_str(),
+            outcome: "abandoned",
+        }
+    }
+
+    /// Notes how the wait ended and passes its result on.
+    fn of(&mut self, result: ApiResult<Outcome>) -> ApiResult<Outcome> {
+        self.outcome = match &result {
+            Ok(Outcome::Granted(..)) => "granted",
+            Ok(Outcome::TimedOut) => "timed_out",
+            Ok(Outcome::Cancelled(CancelReason::LeaseExpired | CancelReason::LeaseRevoked)) => {
+                "lease_ended"
+            }
+            Ok(Outcome::Cancelled(_) | Outcome::Lost) => "cancelled",
+            Ok(Outcome::Waiting) => "still_waiting",
+            Err(_) => "error",
+        };
+        result
+    }
+}
+
+impl Drop for WaitCount<'_> {
+    fn drop(&mut self) {
+        self.state.metrics.wait_ended(self.kind, self.outcome);
+    }
 }
 
 /// The answer for how a wait in the place queued at `enqueued` ended.

@@ -75,6 +75,8 @@ pub struct AppState {
     pub(crate) detached: Arc<Detached>,
     /// Principals and their rules (`None`: authentication off).
     pub auth: Option<Arc<Auth>>,
+    /// What this node saw happen and when: ages and per-resource statistics.
+    pub activity: Arc<crate::activity::Activity>,
 }
 
 impl AppState {
@@ -139,6 +141,14 @@ impl AppState {
         match authz {
             Authz::Principal(..) => authz.require_admin(),
             Authz::Open => crate::extract::require_admin(self, headers),
+        }
+    }
+
+    /// Fills in how long each holder has held and each waiter has waited, by this node's
+    /// clock.
+    pub(crate) fn with_ages(&self, holders: &mut [baton_wire::Holder]) {
+        for h in holders {
+            h.held_for = self.activity.age(h.fence);
         }
     }
 

@@ -5,6 +5,7 @@
 //!   and `leading_term`, the one reading of "this node leads" from Raft metrics.
 //! - `config.rs`: `NodeConfig` (validated) and `cluster.toml`.
 //! - `store/`: the only code that knows sled: the log store and the state-machine store.
+//! - `stats.rs`: [`NodeStats`], what the node measures for `/metrics`.
 //! - `codec.rs`: bincode for the log, snapshots and peer bodies.
 //! - `error.rs`: `NodeError`.
 //! - `node.rs`: [`Node`]: start, propose (batched, forwarded), read, keepalive, status,
@@ -28,6 +29,7 @@ mod membership;
 pub mod network;
 mod node;
 mod secret;
+mod stats;
 pub mod store;
 pub mod tls;
 mod types;
@@ -38,5 +40,6 @@ pub use error::NodeError;
 pub use membership::{Identity, MemberChange};
 pub use node::{ClusterStatus, MemberStatus, Node};
 pub use secret::Secret;
+pub use stats::{ForwardLabels, NodeStats};
 pub use store::{AppliedBatch, AppliedProgress};
 pub use types::*;

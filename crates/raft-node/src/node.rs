@@ -57,6 +57,8 @@ struct NodeInner {
     /// One membership change at a time.
     membership: tokio::sync::Mutex<()>,
     peer_addr: SocketAddr,
+    /// What this node measures about itself (`/metrics`).
+    stats: crate::stats::NodeStats,
     cancel: CancellationToken,
     tracker: TaskTracker,
     db: sled::Db,
@@ -134,7 +136,9 @@ impl Node {
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| NodeError::Storage(format!("{}: {e}", config.data_dir.display())))?;
         let db = store::open_db(&config.data_dir, config.sled_cache_bytes).await?;
-        let (log, sm) = store::open_with(&db, config.bounds.clone())?;
+        let (mut log, sm) = store::open_with(&db, config.bounds.clone())?;
+        let stats = crate::stats::NodeStats::default();
+        log.observe_fsync(stats.fsync_seconds.clone());
         let committed = log.committed_index();
         let shared = sm.shared();
         let peers = PeerClient::new(config.cluster_secret.clone(), config.peer_tls.clone())
@@ -177,6 +181,7 @@ impl Node {
                 committed,
                 membership: tokio::sync::Mutex::new(()),
                 peer_addr,
+                stats,
                 cancel: cancel.clone(),
                 tracker: tracker.clone(),
                 db,
@@ -220,6 +225,7 @@ impl Node {
             inner.raft.clone(),
             proposal_queue,
             bounds,
+            inner.stats.clone(),
             tracker.clone(),
             cancel.clone(),
         ));
@@ -277,6 +283,12 @@ impl Node {
     /// The peer address this node listens on.
     pub fn peer_addr(&self) -> SocketAddr {
         self.inner.peer_addr
+    }
+
+    /// What this node measures about itself: commit and fsync latency, proposals per
+    /// entry, forwarded requests.
+    pub fn stats(&self) -> &crate::stats::NodeStats {
+        &self.inner.stats
     }
 
     /// The Raft handle (for the peer server and tests).
@@ -431,6 +443,32 @@ impl Node {
     /// The lease's remaining TTL on the leader's clock, if the leader tracks it.
     pub async fn lease_remaining_ms(&self, lease: LeaseId) -> Result<Option<u64>, NodeError> {
         self.routed(lease, Route::Remaining).await
+    }
+
+    /// The remaining TTLs of `leases` on the leader's clock, in the same order (`None`
+    /// where the leader does not track the lease).
+    pub async fn leases_remaining_ms(
+        &self,
+        leases: Vec<LeaseId>,
+    ) -> Result<Vec<Option<u64>>, NodeError> {
+        self.routed(leases, Route::RemainingMany).await
+    }
+
+    /// The remaining TTLs of `leases` on this node's clock; this node must be the leader.
+    pub(crate) async fn leases_remaining_here(
+        &self,
+        leases: Vec<LeaseId>,
+    ) -> Result<Vec<Option<u64>>, NodeError> {
+        let mut remaining = Vec::with_capacity(leases.len());
+        for lease in leases {
+            remaining.push(self.lease_remaining_here(lease).await?);
+        }
+        Ok(remaining)
+    }
+
+    /// The cluster as the leader sees it (with every member's replication progress).
+    pub async fn leader_status(&self) -> Result<ClusterStatus, NodeError> {
+        self.routed((), Route::Status).await
     }
 
     /// The lease's remaining TTL on this node's clock; this node must be the leader.
@@ -608,7 +646,10 @@ impl Node {
                     Some((id, _)) if id == self.id() => {
                         Resp::here(self, route, request.clone()).await
                     }
-                    Some((_, addr)) => self.forward(&addr.peer, route.path(), &request).await,
+                    Some((_, addr)) => {
+                        self.inner.stats.forwarded(route.path());
+                        self.forward(&addr.peer, route.path(), &request).await
+                    }
                     None => Err(NodeError::NoLeader),
                 }
             };
@@ -704,6 +745,8 @@ enum Route {
     ReadIndex,
     Keepalive,
     Remaining,
+    RemainingMany,
+    Status,
 }
 
 impl Route {
@@ -712,9 +755,11 @@ impl Route {
         let message = format!("no answer within {} ms", budget.as_millis());
         match self {
             Route::Propose => NodeError::Indeterminate(message),
-            Route::ReadIndex | Route::Keepalive | Route::Remaining => {
-                NodeError::Unavailable(message)
-            }
+            Route::ReadIndex
+            | Route::Keepalive
+            | Route::Remaining
+            | Route::RemainingMany
+            | Route::Status => NodeError::Unavailable(message),
         }
     }
 
@@ -724,6 +769,8 @@ impl Route {
             Route::ReadIndex => "/baton/read_index",
             Route::Keepalive => "/baton/keepalive",
             Route::Remaining => "/baton/lease_remaining",
+            Route::RemainingMany => "/baton/leases_remaining",
+            Route::Status => "/baton/status",
         }
     }
 }
@@ -758,6 +805,23 @@ impl RouteLocal<LeaseId> for Option<u64> {
     }
 }
 
+impl RouteLocal<Vec<LeaseId>> for Vec<Option<u64>> {
+    async fn here(
+        node: &Node,
+        _: Route,
+        leases: Vec<LeaseId>,
+    ) -> Result<Vec<Option<u64>>, NodeError> {
+        node.leases_remaining_here(leases).await
+    }
+}
+
+impl RouteLocal<()> for ClusterStatus {
+    async fn here(node: &Node, _: Route, (): ()) -> Result<ClusterStatus, NodeError> {
+        node.require_leader()?;
+        Ok(node.status())
+    }
+}
+
 /// Serves the peer router on `listener` (plain TCP or TLS) until `stop`.
 async fn serve_peers<L>(
     listener: L,
@@ -787,10 +851,12 @@ mod tests {
             Route::ReadIndex,
             Route::Keepalive,
             Route::Remaining,
+            Route::RemainingMany,
+            Route::Status,
         ]
         .into_iter()
         .map(|r| (r.path(), ()))
         .collect();
-        assert_eq!(paths.len(), 4);
+        assert_eq!(paths.len(), 6);
     }
 }

@@ -32,6 +32,8 @@ pub struct LockSummary {
     pub queue_len: u64,
     /// Whether a lock-delay is pending.
     pub delayed: bool,
+    /// A semaphore's limit.
+    pub limit: Option<u32>,
 }
 
 /// A queued claim with a wait deadline, for a new leader to re-arm the timeout.
@@ -148,6 +150,10 @@ impl StateMachine {
                 holders: holders(res),
                 queue_len: res.queue.len() as u64,
                 delayed: res.delay.is_some(),
+                limit: match res.policy {
+                    Policy::Semaphore { limit } => Some(limit),
+                    Policy::Lock | Policy::Election => None,
+                },
             })
             .collect()
     }

@@ -123,6 +123,9 @@ pub struct ClusterStatus {
     pub snapshot_index: Option<u64>,
     /// The index up to which its log is purged.
     pub purged_index: Option<u64>,
+    /// Leader changes this node has seen since it started.
+    #[serde(default)]
+    pub leader_changes: u64,
     /// Every member.
     pub members: Vec<Member>,
     /// The limits on client input.

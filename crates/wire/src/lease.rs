@@ -97,6 +97,19 @@ pub struct LeaseSummary {
     pub lease_id: u64,
     /// Its TTL.
     pub ttl_ms: u64,
+    /// With `detail=true`: remaining TTL on the leader's clock (null if the leader could
+    /// not be asked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remaining_ms: Option<u64>,
+    /// With `detail=true`: the revision that granted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub granted_revision: Option<u64>,
+    /// With `detail=true`: ephemeral keys it owns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<Vec<String>>,
+    /// With `detail=true`: holds and queue entries it owns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims: Option<Vec<Claim>>,
 }
 
 /// `GET /v1/leases`.

@@ -20,6 +20,7 @@ mod kv;
 mod lease;
 mod lock;
 mod query;
+mod stats;
 
 pub use cluster::*;
 pub use error::*;
@@ -28,3 +29,4 @@ pub use kv::*;
 pub use lease::*;
 pub use lock::*;
 pub use query::*;
+pub use stats::*;

@@ -185,6 +185,10 @@ pub struct Holder {
     /// Its election value (elections).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
+    /// In state reads and listings: how long it has been held, by the answering node's
+    /// clock (absent in grants, and when that node cannot tell).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_for: Option<crate::Age>,
 }
 
 /// A grant: of a lock, semaphore permits or an election.
@@ -264,6 +268,10 @@ pub struct Waiter {
     pub position: u64,
     /// The wait it asked for.
     pub wait_ms: u64,
+    /// How long it has waited, by the answering node's clock (absent when that node cannot
+    /// tell). Its deadline is `wait_ms` after it joined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<crate::Age>,
 }
 
 /// A pending lock-delay.
@@ -339,6 +347,55 @@ pub struct Leader {
     pub value: String,
     /// Its fence (the revision it became leader).
     pub fence: u64,
+}
+
+/// `GET /v1/semaphores`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SemaphoreListResponse {
+    /// Semaphores with a holder or waiter, in name order.
+    pub semaphores: Vec<SemaphoreSummary>,
+    /// The revision read.
+    pub revision: u64,
+}
+
+/// One semaphore in a listing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SemaphoreSummary {
+    /// The name.
+    pub name: String,
+    /// Its limit (permits).
+    pub limit: Option<u32>,
+    /// Holders.
+    pub holders: Vec<Holder>,
+    /// Waiters queued.
+    pub queue_len: u64,
+}
+
+/// One election in a listing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ElectionSummary {
+    /// The election.
+    pub name: String,
+    /// The leader, or null.
+    pub leader: Option<Leader>,
+    /// How long the leader has led, by the answering node's clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leading_for: Option<crate::Age>,
+    /// Candidates queued behind the leader.
+    pub candidates: u64,
+}
+
+/// `GET /v1/elections`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ElectionListResponse {
+    /// Elections with a leader or candidate, in name order.
+    pub elections: Vec<ElectionSummary>,
+    /// The revision read.
+    pub revision: u64,
 }
 
 /// `GET /v1/elections/{name}`.

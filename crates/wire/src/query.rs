@@ -49,6 +49,49 @@ pub struct LockListParams {
     pub consistency: Consistency,
 }
 
+/// `GET /v1/leases`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
+pub struct LeaseListParams {
+    /// At most this many (default 1 000; with `detail`, default and maximum 200).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(nullable = false, minimum = 0))]
+    pub limit: Option<usize>,
+    /// Only leases with a greater id (the last id of the previous page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(nullable = false))]
+    pub after: Option<u64>,
+    /// Also each lease's remaining TTL (asked of the leader), keys and claims.
+    #[serde(default)]
+    pub detail: bool,
+    /// Linearizable (default) or serializable.
+    #[serde(default)]
+    pub consistency: Consistency,
+}
+
+/// `GET /v1/stats/locks`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
+pub struct LockStatsParams {
+    /// Only names under this prefix.
+    #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        param(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+    )]
+    pub prefix: String,
+    /// Only this kind (default: every kind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(nullable = false))]
+    pub kind: Option<crate::ResourceKind>,
+    /// At most this many, most contended first (default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(nullable = false, minimum = 0))]
+    pub limit: Option<usize>,
+}
+
 /// `GET /v1/kv?prefix=`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -9,7 +9,10 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use baton_raft_node::NodeAddr;
-use baton_wire::{AddMemberRequest, ClusterStatus, Member, MemberRole, Security};
+use baton_wire::{
+    AddMemberRequest, ClusterStatus, Member, MemberReplication, MemberRole, ReplicationResponse,
+    Security,
+};
 
 /// The cluster as this node sees it: leader, term, revision, commit index, members with
 /// roles, addresses and replication progress (on the leader), and the limits on input.
@@ -66,9 +69,54 @@ pub(crate) fn status_of(state: &AppState) -> ClusterStatus {
         last_log_index: s.last_log_index,
         snapshot_index: s.snapshot_index,
         purged_index: s.purged_index,
+        leader_changes: state
+            .metrics
+            .leader_changes
+            .load(std::sync::atomic::Ordering::Relaxed),
         members,
         limits: convert::limits(state.limits(), state.config.body_bytes_max),
     }
+}
+
+/// Replication as the leader sees it: each member's matched index and how many entries it
+/// is behind. Any node answers, by asking the leader.
+#[utoipa::path(get, path = "/v1/cluster/replication", operation_id = "cluster_replication",
+    responses(
+        (status = 200, description = "Each member's replication progress, from the leader", body = ReplicationResponse),
+        crate::openapi::Internal,
+        crate::openapi::Unavailable,
+        crate::openapi::Indeterminate,
+    ))]
+pub(crate) async fn replication(
+    State(state): State<AppState>,
+) -> ApiResult<Json<ReplicationResponse>> {
+    let s = state.node.leader_status().await?;
+    let members = s
+        .members
+        .iter()
+        .map(|m| {
+            // The leader itself holds its whole log.
+            let matched = if m.id == s.id {
+                Some(s.last_log_index)
+            } else {
+                m.matched_index
+            };
+            MemberReplication {
+                id: m.id,
+                voter: m.voter,
+                matched_index: matched,
+                lag_entries: matched.map(|i| s.last_log_index.saturating_sub(i)),
+            }
+        })
+        .collect();
+    Ok(Json(ReplicationResponse {
+        leader: s.id,
+        term: s.term,
+        last_log_index: s.last_log_index,
+        commit_index: s.committed_index,
+        applied_index: s.applied_index,
+        members,
+    }))
 }
 
 /// Adds a member. Its addresses are checked (`host:port`, resolvable, not an existing

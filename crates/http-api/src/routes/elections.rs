@@ -1,5 +1,6 @@
 //! Elections: campaign (held open while queued), proclaim, resign, leader.
 
+use super::LIST_LIMIT_DEFAULT;
 use super::shared;
 use crate::auth::{Access, Authz, Namespace};
 use crate::convert;
@@ -10,7 +11,7 @@ use crate::queue;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
-use baton_state_machine::{Command, Fence, LeaseId, Proclaim, Resign, Response};
+use baton_state_machine::{Command, Fence, LeaseId, Proclaim, Resign, ResourceKind, Response};
 use baton_wire::*;
 
 /// Campaigns: leads at once, or waits as a candidate (held open) up to `wait_ms`.
@@ -140,6 +141,55 @@ pub(crate) async fn get(
     Ok(Json(ElectionResponse {
         name,
         leader: leader.as_ref().map(convert::leader),
+        revision: revision.0,
+    }))
+}
+
+/// Elections with a leader or candidates, by name prefix.
+#[utoipa::path(get, path = "/v1/elections", operation_id = "elections_list",
+    params(LockListParams),
+    responses(
+        (status = 200, description = "Elections in use", body = ElectionListResponse),
+        BadRequest,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    authz: Authz,
+    ApiQuery(params): ApiQuery<LockListParams>,
+) -> ApiResult<Json<ElectionListResponse>> {
+    let prefix = state.prefix("prefix", &params.prefix)?;
+    let limit = params
+        .limit
+        .unwrap_or(LIST_LIMIT_DEFAULT)
+        .clamp(1, LIST_LIMIT_DEFAULT * 10);
+    let after = params.after;
+    let (found, revision) = state
+        .read(params.consistency, |sm| {
+            sm.list_resources(ResourceKind::Election, &prefix, after.as_deref(), limit)
+        })
+        .await?;
+    let elections = found
+        .iter()
+        .filter(|e| authz.can(Namespace::Elections, &e.resource.name, Access::Read))
+        .map(|e| {
+            let leader = e.holders.first().map(|h| Leader {
+                lease_id: h.lease.0,
+                value: h.value.clone().unwrap_or_default(),
+                fence: h.fence.0,
+            });
+            ElectionSummary {
+                name: e.resource.name.clone(),
+                leading_for: leader.as_ref().and_then(|l| state.activity.age(l.fence)),
+                leader,
+                candidates: e.queue_len,
+            }
+        })
+        .collect();
+    Ok(Json(ElectionListResponse {
+        elections,
         revision: revision.0,
     }))
 }

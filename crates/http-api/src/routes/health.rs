@@ -1,11 +1,11 @@
-//! `/healthz`, `/readyz`, `/metrics`, `/v1/openapi.json` and the plain `/` page.
+//! `/healthz`, `/readyz`, `/metrics` and `/v1/openapi.json`.
 
 use crate::metrics;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use baton_wire::{HealthResponse, ReadyResponse};
 
 /// The process is up.
@@ -40,11 +40,14 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
 }
 
 /// Prometheus text exposition.
-#[utoipa::path(get, path = "/metrics", operation_id = "health_metrics", responses((status = 200, description = "Prometheus text exposition",
-        content_type = "text/plain; version=0.0.4", body = String)))]
+#[utoipa::path(get, path = "/metrics", operation_id = "health_metrics", responses((status = 200, description = "Prometheus metrics in the OpenMetrics text format",
+        content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8", body = String)))]
 pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
         metrics::render(&state),
     )
         .into_response()
@@ -58,30 +61,5 @@ pub(crate) async fn openapi(State(state): State<AppState>) -> Json<serde_json::V
     Json(crate::openapi::document(
         state.limits(),
         state.config.body_bytes_max,
-    ))
-}
-
-/// A plain page: which node this is, and where the API is.
-#[utoipa::path(get, path = "/", operation_id = "health_index",
-    responses((status = 200, description = "An HTML page", content_type = "text/html", body = String)))]
-pub(crate) async fn index(State(state): State<AppState>) -> Html<String> {
-    let s = state.node.status();
-    let leader = s
-        .leader
-        .map_or_else(|| "unknown".to_owned(), |l| l.to_string());
-    Html(format!(
-        "<!doctype html><html><head><title>baton node {id}</title></head><body>\
-         <h1>baton</h1><p>Node <b>{id}</b> ({state}), leader: <b>{leader}</b>, term {term}, \
-         revision {revision}.</p><ul>\
-         <li><a href=\"/v1/cluster\">/v1/cluster</a>: the cluster</li>\
-         <li><a href=\"/v1/locks\">/v1/locks</a>: locks in use</li>\
-         <li><a href=\"/v1/leases\">/v1/leases</a>: live leases</li>\
-         <li><a href=\"/v1/openapi.json\">/v1/openapi.json</a>: the API</li>\
-         <li><a href=\"/metrics\">/metrics</a>: Prometheus metrics</li>\
-         </ul></body></html>",
-        id = s.id,
-        state = s.state.to_lowercase(),
-        term = s.term,
-        revision = s.revision.0,
     ))
 }

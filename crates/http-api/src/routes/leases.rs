@@ -120,22 +120,15 @@ pub(crate) async fn get(
         remaining_ms,
         granted_revision: info.granted.0,
         keys: info.keys,
-        claims: info
-            .claims
-            .into_iter()
-            .map(|(resource, owner)| Claim {
-                kind: convert::kind(resource.kind),
-                name: resource.name,
-                owner,
-            })
-            .collect(),
+        claims: claims(info.claims),
         revision: revision.0,
     }))
 }
 
-/// Every live lease.
+/// Live leases in id order; with `detail`, each one's remaining TTL (asked of the leader
+/// in one round), keys and claims.
 #[utoipa::path(get, path = "/v1/leases", operation_id = "leases_list",
-    params(ReadParams),
+    params(LeaseListParams),
     responses(
         (status = 200, description = "Live leases", body = LeaseListResponse),
         BadRequest,
@@ -146,28 +139,70 @@ pub(crate) async fn get(
 pub(crate) async fn list(
     State(state): State<AppState>,
     authz: Authz,
-    ApiQuery(params): ApiQuery<ReadParams>,
+    ApiQuery(params): ApiQuery<LeaseListParams>,
 ) -> ApiResult<Json<LeaseListResponse>> {
+    let limit_max = if params.detail {
+        LEASE_DETAIL_LIMIT_MAX
+    } else {
+        usize::MAX
+    };
+    let limit = params.limit.unwrap_or(limit_max).clamp(1, limit_max);
+    let after = params.after.unwrap_or(0);
+    let detail = params.detail;
     // A principal sees its own leases; admins (and everyone without auth) see all.
     let (leases, revision) = state
         .read(params.consistency, |sm| {
             let mut leases = sm.lease_clock();
+            leases.retain(|l| l.lease.0 > after);
             if !authz.sees_all() {
                 leases.retain(|l| authz.owns(sm.lease_owner(l.lease).flatten()));
             }
+            leases.truncate(limit);
             leases
+                .into_iter()
+                .map(|l| {
+                    let info = detail.then(|| sm.lease(l.lease)).flatten();
+                    (l, info)
+                })
+                .collect::<Vec<_>>()
         })
         .await?;
+    let remaining = if detail {
+        let ids = leases.iter().map(|(l, _)| l.lease).collect();
+        // Unknown (null) when the leader cannot be asked, as for one lease.
+        state.node.leases_remaining_ms(ids).await.ok()
+    } else {
+        None
+    };
     Ok(Json(LeaseListResponse {
         leases: leases
             .into_iter()
-            .map(|l| LeaseSummary {
+            .enumerate()
+            .map(|(i, (l, info))| LeaseSummary {
                 lease_id: l.lease.0,
                 ttl_ms: l.ttl_ms,
+                remaining_ms: remaining.as_ref().and_then(|r| r.get(i).copied().flatten()),
+                granted_revision: info.as_ref().map(|i| i.granted.0),
+                keys: info.as_ref().map(|i| i.keys.clone()),
+                claims: info.map(|i| claims(i.claims)),
             })
             .collect(),
         revision: revision.0,
     }))
+}
+
+/// Leases one detailed listing returns at most (each costs the leader a clock lookup).
+const LEASE_DETAIL_LIMIT_MAX: usize = 200;
+
+fn claims(claims: Vec<(baton_state_machine::ResourceId, String)>) -> Vec<Claim> {
+    claims
+        .into_iter()
+        .map(|(resource, owner)| Claim {
+            kind: convert::kind(resource.kind),
+            name: resource.name,
+            owner,
+        })
+        .collect()
 }
 
 /// Revokes a lease: everything it owns goes in the same revision.

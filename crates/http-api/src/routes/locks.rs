@@ -155,13 +155,17 @@ pub(crate) async fn list(
             sm.list_resources(ResourceKind::Lock, &prefix, after.as_deref(), limit)
         })
         .await?;
-    Ok(Json(LockListResponse {
+    let mut locks: Vec<LockSummary> = locks
+        .iter()
         // Only the locks the principal may read (the page may come back shorter).
-        locks: locks
-            .iter()
-            .filter(|l| authz.can(Namespace::Locks, &l.resource.name, Access::Read))
-            .map(convert::lock_summary)
-            .collect(),
+        .filter(|l| authz.can(Namespace::Locks, &l.resource.name, Access::Read))
+        .map(convert::lock_summary)
+        .collect();
+    for l in &mut locks {
+        state.with_ages(&mut l.holders);
+    }
+    Ok(Json(LockListResponse {
+        locks,
         revision: revision.0,
     }))
 }

@@ -8,6 +8,7 @@ pub(crate) mod leases;
 pub(crate) mod locks;
 pub(crate) mod semaphores;
 mod shared;
+pub(crate) mod stats;
 pub(crate) mod txn;
 pub(crate) mod watch;
 

@@ -1,7 +1,9 @@
 //! Semaphores: acquire permits (held open while queued), release, state.
 
+use super::LIST_LIMIT_DEFAULT;
 use super::shared;
 use crate::auth::{Access, Authz, Namespace};
+use crate::convert;
 use crate::error::ApiResult;
 use crate::extract::{ApiPath, ApiQuery, IdempotencyKey, JsonBody};
 use crate::openapi::*;
@@ -9,7 +11,7 @@ use crate::queue;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
-use baton_state_machine::{Command, ResourceId};
+use baton_state_machine::{Command, ResourceId, ResourceKind};
 use baton_wire::*;
 
 /// Acquires permits of a semaphore of `limit` permits.
@@ -95,4 +97,50 @@ pub(crate) async fn get(
         Access::Read,
     )?);
     shared::state_of(&state, id, params.consistency).await
+}
+
+/// Semaphores in use, by name prefix.
+#[utoipa::path(get, path = "/v1/semaphores", operation_id = "semaphores_list",
+    params(LockListParams),
+    responses(
+        (status = 200, description = "Semaphores in use", body = SemaphoreListResponse),
+        BadRequest,
+        Internal,
+        Unavailable,
+        Indeterminate,
+    ))]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    authz: Authz,
+    ApiQuery(params): ApiQuery<LockListParams>,
+) -> ApiResult<Json<SemaphoreListResponse>> {
+    let prefix = state.prefix("prefix", &params.prefix)?;
+    let limit = params
+        .limit
+        .unwrap_or(LIST_LIMIT_DEFAULT)
+        .clamp(1, LIST_LIMIT_DEFAULT * 10);
+    let after = params.after;
+    let (found, revision) = state
+        .read(params.consistency, |sm| {
+            sm.list_resources(ResourceKind::Semaphore, &prefix, after.as_deref(), limit)
+        })
+        .await?;
+    let semaphores = found
+        .iter()
+        .filter(|s| authz.can(Namespace::Semaphores, &s.resource.name, Access::Read))
+        .map(|s| {
+            let mut holders: Vec<Holder> = s.holders.iter().map(convert::holder).collect();
+            state.with_ages(&mut holders);
+            SemaphoreSummary {
+                name: s.resource.name.clone(),
+                limit: s.limit,
+                holders,
+                queue_len: s.queue_len,
+            }
+        })
+        .collect();
+    Ok(Json(SemaphoreListResponse {
+        semaphores,
+        revision: revision.0,
+    }))
 }

@@ -60,5 +60,10 @@ pub(crate) async fn state_of(
     consistency: Consistency,
 ) -> ApiResult<Json<LockStateResponse>> {
     let (lock, revision) = state.read(consistency, |sm| sm.lock_state(&id)).await?;
-    Ok(Json(convert::lock_state(&id.name, lock, revision.0)))
+    let mut answer = convert::lock_state(&id.name, lock, revision.0);
+    state.with_ages(&mut answer.holders);
+    for w in &mut answer.queue {
+        w.waiting_for = state.activity.age(w.enqueued_revision);
+    }
+    Ok(Json(answer))
 }

@@ -18,7 +18,6 @@ use baton_wire::{ErrorBody, Progress, WatchParams};
 use futures_util::Stream;
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -152,14 +151,14 @@ struct OpenWatch(AppState);
 
 impl OpenWatch {
     fn new(state: &AppState) -> OpenWatch {
-        state.metrics.open_watches.fetch_add(1, Ordering::Relaxed);
+        state.metrics.open_watches.inc();
         OpenWatch(state.clone())
     }
 }
 
 impl Drop for OpenWatch {
     fn drop(&mut self) {
-        self.0.metrics.open_watches.fetch_sub(1, Ordering::Relaxed);
+        self.0.metrics.open_watches.dec();
     }
 }
 

@@ -1,5 +1,6 @@
 //! Inbound peer routes on the peer port: `/raft/{append,vote,snapshot}` for openraft and
-//! `/baton/{propose,read_index,keepalive,lease_remaining,membership}` for requests a
+//! `/baton/{propose,read_index,keepalive,lease_remaining,leases_remaining,status,membership}`
+//! for requests a
 //! follower forwards to the leader (a forwarded proposal is validated as one from the API),
 //! and `/baton/identity` for the membership probe. Every body is bincode; every reply is a
 //! bincode `Result`.
@@ -84,6 +85,8 @@ pub fn router(node: Node) -> Router {
         .route("/baton/read_index", post(read_index))
         .route("/baton/keepalive", post(keepalive))
         .route("/baton/lease_remaining", post(lease_remaining))
+        .route("/baton/leases_remaining", post(leases_remaining))
+        .route("/baton/status", post(leader_status))
         .route(IDENTITY_PATH, post(identity))
         .route(CHANGE_PATH, post(membership))
         .layer(DefaultBodyLimit::max(PEER_BODY_BYTES_MAX))
@@ -188,6 +191,28 @@ async fn lease_remaining(State(node): State<Node>, body: Bytes) -> Response {
         node.lease_remaining_here(lease)
             .await
             .map_err(PeerFailure::from)
+    })
+    .await
+}
+
+async fn leases_remaining(State(node): State<Node>, body: Bytes) -> Response {
+    serve(body, |leases: Vec<LeaseId>| async move {
+        node.leases_remaining_here(leases)
+            .await
+            .map_err(PeerFailure::from)
+    })
+    .await
+}
+
+async fn leader_status(State(node): State<Node>, body: Bytes) -> Response {
+    serve(body, |(): ()| async move {
+        if node.is_leader() {
+            Ok(node.status())
+        } else {
+            Err(PeerFailure::from(NodeError::ForwardToLeader {
+                leader: node.leader(),
+            }))
+        }
     })
     .await
 }

@@ -32,6 +32,8 @@ pub struct LogStore {
     tree: sled::Tree,
     /// The last committed index this node saved, for status reports (0: none).
     committed: Arc<AtomicU64>,
+    /// Where the duration of each flush is recorded, once the node set it.
+    fsync_seconds: Option<prometheus_client::metrics::histogram::Histogram>,
 }
 
 impl LogStore {
@@ -43,6 +45,7 @@ impl LogStore {
             db,
             tree,
             committed: Arc::new(AtomicU64::new(0)),
+            fsync_seconds: None,
         };
         let committed: Option<LogId> = store
             .get::<Option<LogId>>(COMMITTED_KEY)
@@ -71,12 +74,21 @@ impl LogStore {
         }
     }
 
+    /// Records how long each flush takes in `histogram`.
+    pub(crate) fn observe_fsync(
+        &mut self,
+        histogram: prometheus_client::metrics::histogram::Histogram,
+    ) {
+        self.fsync_seconds = Some(histogram);
+    }
+
     async fn flush(&self) -> Result<(), std::io::Error> {
-        self.db
-            .flush_async()
-            .await
-            .map(|_| ())
-            .map_err(std::io::Error::other)
+        let started = std::time::Instant::now();
+        let flushed = self.db.flush_async().await;
+        if let Some(h) = &self.fsync_seconds {
+            h.observe(started.elapsed().as_secs_f64());
+        }
+        flushed.map(|_| ()).map_err(std::io::Error::other)
     }
 
     fn last_entry_id(&self) -> Result<Option<LogId>, StorageIOError<NodeId>> {

@@ -13,6 +13,7 @@
 //! out. Stops: when the node's token is cancelled; queued callers then get `Stopped`.
 
 use crate::error::NodeError;
+use crate::stats::NodeStats;
 use crate::types::{Batch, ClientWriteError, Raft, TypeConfig};
 use baton_state_machine::{Applied, Proposal};
 use std::future::Future;
@@ -70,6 +71,7 @@ pub(crate) async fn run<L: Log>(
     log: L,
     mut queue: mpsc::Receiver<Pending>,
     bounds: BatchBounds,
+    stats: NodeStats,
     tracker: TaskTracker,
     cancel: CancellationToken,
 ) {
@@ -103,11 +105,17 @@ pub(crate) async fn run<L: Log>(
         let (proposals, replies): (Vec<_>, Vec<_>) =
             batch.into_iter().map(|p| (p.proposal, p.reply)).unzip();
         tracing::trace!(proposals = proposals.len(), bytes, "proposing a batch");
+        stats.proposals_per_entry.observe(proposals.len() as f64);
+        let started = std::time::Instant::now();
         match log.write(Batch { proposals }).await {
             Ok(receiver) => {
                 let within = bounds.answer_within;
+                let commit_seconds = stats.commit_seconds.clone();
                 tracker.spawn(async move {
                     let outcome = tokio::time::timeout(within, receiver).await.ok();
+                    if matches!(outcome, Some(Ok(Ok(_)))) {
+                        commit_seconds.observe(started.elapsed().as_secs_f64());
+                    }
                     distribute(outcome, within, replies);
                     drop(permit);
                 });
@@ -252,6 +260,7 @@ mod tests {
             Forgetful::default(),
             receiver,
             bounds,
+            NodeStats::default(),
             tracker.clone(),
             cancel.clone(),
         ));
