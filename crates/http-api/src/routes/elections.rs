@@ -1,6 +1,5 @@
 //! Elections: campaign (held open while queued), proclaim, resign, leader.
 
-use super::LIST_LIMIT_DEFAULT;
 use super::shared;
 use crate::auth::{Access, Authz, Namespace};
 use crate::convert;
@@ -160,20 +159,9 @@ pub(crate) async fn list(
     authz: Authz,
     ApiQuery(params): ApiQuery<LockListParams>,
 ) -> ApiResult<Json<ElectionListResponse>> {
-    let prefix = state.prefix("prefix", &params.prefix)?;
-    let limit = params
-        .limit
-        .unwrap_or(LIST_LIMIT_DEFAULT)
-        .clamp(1, LIST_LIMIT_DEFAULT * 10);
-    let after = params.after;
-    let (found, revision) = state
-        .read(params.consistency, |sm| {
-            sm.list_resources(ResourceKind::Election, &prefix, after.as_deref(), limit)
-        })
-        .await?;
+    let (found, revision) = shared::list_of(&state, &authz, ResourceKind::Election, params).await?;
     let elections = found
         .iter()
-        .filter(|e| authz.can(Namespace::Elections, &e.resource.name, Access::Read))
         .map(|e| {
             let leader = e.holders.first().map(|h| Leader {
                 lease_id: h.lease.0,
@@ -190,6 +178,6 @@ pub(crate) async fn list(
         .collect();
     Ok(Json(ElectionListResponse {
         elections,
-        revision: revision.0,
+        revision,
     }))
 }

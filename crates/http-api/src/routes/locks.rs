@@ -1,7 +1,6 @@
 //! Locks: acquire (held open while queued, `queue.rs`), release, fence check, state, list,
 //! admin force-release.
 
-use super::LIST_LIMIT_DEFAULT;
 use super::shared;
 use crate::auth::{Access, Authz, Namespace};
 use crate::convert;
@@ -144,30 +143,12 @@ pub(crate) async fn list(
     authz: Authz,
     ApiQuery(params): ApiQuery<LockListParams>,
 ) -> ApiResult<Json<LockListResponse>> {
-    let prefix = state.prefix("prefix", &params.prefix)?;
-    let limit = params
-        .limit
-        .unwrap_or(LIST_LIMIT_DEFAULT)
-        .clamp(1, LIST_LIMIT_DEFAULT * 10);
-    let after = params.after;
-    let (locks, revision) = state
-        .read(params.consistency, |sm| {
-            sm.list_resources(ResourceKind::Lock, &prefix, after.as_deref(), limit)
-        })
-        .await?;
-    let mut locks: Vec<LockSummary> = locks
-        .iter()
-        // Only the locks the principal may read (the page may come back shorter).
-        .filter(|l| authz.can(Namespace::Locks, &l.resource.name, Access::Read))
-        .map(convert::lock_summary)
-        .collect();
+    let (found, revision) = shared::list_of(&state, &authz, ResourceKind::Lock, params).await?;
+    let mut locks: Vec<LockSummary> = found.iter().map(convert::lock_summary).collect();
     for l in &mut locks {
         state.with_ages(&mut l.holders);
     }
-    Ok(Json(LockListResponse {
-        locks,
-        revision: revision.0,
-    }))
+    Ok(Json(LockListResponse { locks, revision }))
 }
 
 /// Admin force-release: every holder goes; needs the admin token when one is configured.

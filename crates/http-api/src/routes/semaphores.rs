@@ -1,6 +1,5 @@
 //! Semaphores: acquire permits (held open while queued), release, state.
 
-use super::LIST_LIMIT_DEFAULT;
 use super::shared;
 use crate::auth::{Access, Authz, Namespace};
 use crate::convert;
@@ -114,20 +113,10 @@ pub(crate) async fn list(
     authz: Authz,
     ApiQuery(params): ApiQuery<LockListParams>,
 ) -> ApiResult<Json<SemaphoreListResponse>> {
-    let prefix = state.prefix("prefix", &params.prefix)?;
-    let limit = params
-        .limit
-        .unwrap_or(LIST_LIMIT_DEFAULT)
-        .clamp(1, LIST_LIMIT_DEFAULT * 10);
-    let after = params.after;
-    let (found, revision) = state
-        .read(params.consistency, |sm| {
-            sm.list_resources(ResourceKind::Semaphore, &prefix, after.as_deref(), limit)
-        })
-        .await?;
+    let (found, revision) =
+        shared::list_of(&state, &authz, ResourceKind::Semaphore, params).await?;
     let semaphores = found
         .iter()
-        .filter(|s| authz.can(Namespace::Semaphores, &s.resource.name, Access::Read))
         .map(|s| {
             let mut holders: Vec<Holder> = s.holders.iter().map(convert::holder).collect();
             state.with_ages(&mut holders);
@@ -141,6 +130,6 @@ pub(crate) async fn list(
         .collect();
     Ok(Json(SemaphoreListResponse {
         semaphores,
-        revision: revision.0,
+        revision,
     }))
 }

@@ -7,7 +7,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use axum::Json;
 use baton_state_machine::{Command, Fence, LeaseId, Release, ResourceId, Response};
-use baton_wire::{Consistency, LockStateResponse, ReleaseRequest, ReleaseResponse};
+use baton_wire::{Consistency, LockListParams, LockStateResponse, ReleaseRequest, ReleaseResponse};
 
 /// The release payload of a lock or semaphore release request.
 pub(crate) fn release_of(
@@ -66,4 +66,29 @@ pub(crate) async fn state_of(
         w.waiting_for = state.activity.age(w.enqueued_revision);
     }
     Ok(Json(answer))
+}
+
+/// One page of the resources of `kind` a listing asks for (prefix, after, limit clamped
+/// to 1..=10 000), read at its consistency, only those the principal may read (the page
+/// may come back shorter), with the revision read.
+pub(crate) async fn list_of(
+    state: &AppState,
+    authz: &Authz,
+    kind: baton_state_machine::ResourceKind,
+    params: LockListParams,
+) -> ApiResult<(Vec<baton_state_machine::LockSummary>, u64)> {
+    let prefix = state.prefix("prefix", &params.prefix)?;
+    let limit = params
+        .limit
+        .unwrap_or(super::LIST_LIMIT_DEFAULT)
+        .clamp(1, super::LIST_LIMIT_DEFAULT * 10);
+    let after = params.after;
+    let (mut found, revision) = state
+        .read(params.consistency, |sm| {
+            sm.list_resources(kind, &prefix, after.as_deref(), limit)
+        })
+        .await?;
+    let ns = Namespace::of(kind);
+    found.retain(|r| authz.can(ns, &r.resource.name, Access::Read));
+    Ok((found, revision.0))
 }
