@@ -255,3 +255,100 @@ async fn the_console_on_a_follower_warns_without_a_leader_and_resumes_without_lo
         .await;
     assert_eq!(puts, json!(6), "each put once");
 }
+
+/// With `--auth`: the page asks for a token, keeps it in the tab, shows only what the
+/// token's principal may read, says when live updates are not allowed, and an admin action
+/// with a token that is not an admin's is refused and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_asks_for_a_token_and_shows_only_what_it_may_read() {
+    let hash = baton_http_api::auth::token_hash;
+    let dir = tempfile::TempDir::new().unwrap();
+    let file = dir.path().join("auth.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"
+[[principal]]
+name = "reader"
+token_sha256 = "{}"
+rules = [{{ namespace = "*", prefix = "orders/", access = "read" }}]
+
+[[principal]]
+name = "ops"
+token_sha256 = "{}"
+admin = true
+"#,
+            hash("reader-token"),
+            hash("ops-token")
+        ),
+    )
+    .unwrap();
+    let c = Cluster::single_with(&["--auth", file.to_str().unwrap()]).await;
+    let acquire = |name: &'static str| {
+        let http = c.http.clone();
+        let base = c.node(1).url("");
+        async move {
+            let lease: serde_json::Value = http
+                .post(format!("{base}/v1/leases"))
+                .bearer_auth("ops-token")
+                .json(&json!({"ttl_ms": 60_000}))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let response = http
+                .post(format!("{base}/v1/locks/{name}/acquire"))
+                .bearer_auth("ops-token")
+                .json(&json!({"lease_id": lease["lease_id"], "owner": "svc"}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 200);
+        }
+    };
+    acquire("orders%2Fvisible").await;
+    acquire("payroll%2Fhidden").await;
+
+    let mut b = Browser::start().await;
+    b.open(&c.node(1).url("/ui/locks")).await;
+    b.wait_for_text(&["requires a token"]).await;
+
+    // The reader's token, typed into the dialog.
+    b.eval("document.querySelector('#token-button').click(); true")
+        .await;
+    b.eval("document.querySelector('#token-input').value = 'reader-token'; document.querySelector('#token-form button[value=save]').click(); true")
+        .await;
+    b.wait_for_text(&["orders/visible", "No live updates"])
+        .await;
+    assert!(!b.text().await.contains("payroll/hidden"));
+    assert_eq!(
+        b.eval("sessionStorage.getItem('baton.token')").await,
+        json!("reader-token")
+    );
+
+    // Not an admin: the force-release is refused and the page says why.
+    b.eval("document.querySelector('main button.danger').click(); true")
+        .await;
+    b.wait_for(
+        "document.querySelector('#confirm-dialog').open",
+        "the confirmation",
+    )
+    .await;
+    b.eval("document.querySelector('#confirm-ok').click(); true")
+        .await;
+    b.wait_for_text(&["Refused", "admin token"]).await;
+    b.screenshot(&shot("refused")).await;
+    let held: serde_json::Value = c
+        .http
+        .get(c.node(1).url("/v1/locks/orders%2Fvisible"))
+        .bearer_auth("ops-token")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(held["holders"][0]["owner"], "svc", "{held}");
+}

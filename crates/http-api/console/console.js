@@ -26,6 +26,7 @@ const state = {
   refreshTimer: null,
   viewSeq: 0,
   history: null, // the lock page's event stream
+  alerts: [], // messages about the user's actions, each until its time
 };
 
 // ---------------------------------------------------------------- helpers
@@ -146,17 +147,21 @@ function renderBanners() {
   const box = document.getElementById("banners");
   box.replaceChildren();
   const add = (text, cls) => box.append(h("div", { class: "banner " + (cls || ""), role: "alert" }, text));
+  const now = performance.now();
+  state.alerts = state.alerts.filter((a) => a.until > now);
+  for (const a of state.alerts) add(a.text, "warn");
   if (state.needsToken) add("This server requires a token: press Token and paste one (it stays in this tab only).", "warn");
   if (state.clusterError) add("This node does not answer: " + state.clusterError + ". Retrying.");
   else if (state.cluster && state.cluster.leader === null) {
     add("No leader: the cluster is electing one or has lost its quorum. Writes and linearizable reads wait; what you see may be stale.");
   }
   if (state.stream === "lost") add("Live updates lost" + (state.streamNote ? " (" + state.streamNote + ")" : "") + ": reconnecting, resuming after revision " + state.lastRevision + ".");
+  if (state.stream === "denied") add("No live updates: this token may not watch every event (it needs read on watches for the empty prefix). Views refresh every 5 s.", "warn");
   const live = document.getElementById("live");
-  live.className = "pill " + (state.stream === "live" ? "live" : state.stream === "lost" ? "down" : "");
+  live.className = "pill " + (state.stream === "live" ? "live" : state.stream === "connecting" ? "" : "down");
   // Until an event or a progress report arrives, a live page is at the node's revision.
   const shown = Math.max(state.lastRevision, state.cluster ? state.cluster.revision : 0);
-  live.textContent = state.stream === "live" ? "live · rev " + shown : state.stream;
+  live.textContent = state.stream === "live" ? "live · rev " + shown : state.stream === "denied" ? "not live" : state.stream;
   const who = document.getElementById("whoami");
   const c = state.cluster;
   who.textContent = c ? "node " + c.node_id + " (" + c.state + ")" + (c.leader ? " · leader " + c.leader : " · no leader") : "";
@@ -203,6 +208,11 @@ async function follow(path, after, onEvent, onStatus, signal) {
         continue;
       }
       if (response.status === 401) { state.needsToken = true; renderBanners(); throw new Error("a token is required"); }
+      if (response.status === 403) {
+        // This token may not watch what was asked: no live updates, no point in retrying.
+        onStatus("denied", "this token may not watch these events");
+        return;
+      }
       if (!response.ok) throw new Error("HTTP " + response.status);
       onStatus("live", "");
       backoff = 500;
@@ -301,9 +311,11 @@ async function adminCall(path, method) {
   }
 }
 
+// A message about an action the user took: shown for ALERT_MS with the other banners.
+const ALERT_MS = 10000;
 function alertBox(text) {
-  const box = document.getElementById("banners");
-  box.prepend(h("div", { class: "banner warn", role: "alert" }, text));
+  state.alerts.push({ text, until: performance.now() + ALERT_MS });
+  renderBanners();
 }
 
 async function forceRelease(lock) {

@@ -620,9 +620,10 @@ impl<S: Send + Sync> FromRequestParts<S> for Authz {
     }
 }
 
-/// Paths that never need a token.
+/// Paths that never need a token: health, and the console's static page, script and style
+/// (its data calls are `/v1` requests with the user's token).
 fn open_path(path: &str) -> bool {
-    matches!(path, "/" | "/healthz" | "/readyz")
+    matches!(path, "/" | "/healthz" | "/readyz" | "/ui") || path.starts_with("/ui/")
 }
 
 /// Middleware: authenticates the bearer token (401), applies the principal's rate (429),
