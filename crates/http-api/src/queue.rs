@@ -280,17 +280,9 @@ async fn take_up(
         })
         .await?;
     match owner {
-        None => {
-            return Err(ApiError::new(
-                ErrorDetail::LeaseNotFound,
-                format!("lease {} not found", claimant.lease),
-            ));
-        }
+        None => return Err(crate::routes::leases::lease_not_found(claimant.lease.0)),
         Some(owner) if !authz.sees_all() && !authz.owns(owner.as_deref()) => {
-            return Err(ApiError::new(
-                ErrorDetail::PermissionDenied,
-                format!("lease {} belongs to another principal", claimant.lease),
-            ));
+            return Err(crate::routes::leases::not_yours(claimant.lease.0));
         }
         Some(_) => {}
     }

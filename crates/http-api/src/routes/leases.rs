@@ -271,13 +271,15 @@ async fn check_owner(state: &AppState, authz: &Authz, id: u64) -> ApiResult<()> 
     }
 }
 
-fn not_yours(id: u64) -> ApiError {
+/// `permission_denied`: lease `id` belongs to another principal.
+pub(crate) fn not_yours(id: u64) -> ApiError {
     ApiError::new(
         ErrorDetail::PermissionDenied,
         format!("lease {id} belongs to another principal"),
     )
 }
 
-fn lease_not_found(id: u64) -> ApiError {
+/// `lease_not_found` for lease `id`.
+pub(crate) fn lease_not_found(id: u64) -> ApiError {
     ApiError::new(ErrorDetail::LeaseNotFound, format!("lease {id} not found"))
 }

@@ -72,10 +72,7 @@ fn permit(state: &AppState, authz: &Authz, filter: &EventFilter) -> ApiResult<()
                 .node
                 .read_local(|sm| sm.lease_owner(*l).map(|o| o.map(str::to_owned)));
             match owner {
-                Some(owner) if !authz.owns(owner.as_deref()) => Err(ApiError::new(
-                    baton_wire::ErrorDetail::PermissionDenied,
-                    format!("lease {l} belongs to another principal"),
-                )),
+                Some(owner) if !authz.owns(owner.as_deref()) => Err(super::leases::not_yours(l.0)),
                 _ => Ok(()),
             }
         }
