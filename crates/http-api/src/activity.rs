@@ -149,15 +149,23 @@ impl Activity {
         self.tables().age(revision, Instant::now())
     }
 
-    /// Statistics over the window of every resource of `kind` under `prefix`, most
-    /// contended first (time spent waiting, then timeouts, then grants).
-    pub fn stats(&self, kind: Option<ResourceKind>, prefix: &str) -> Vec<LockStats> {
+    /// Statistics over the window of every resource of `kind` under `prefix` that
+    /// `allowed` admits, most contended first (time spent waiting, then timeouts, then
+    /// grants).
+    pub fn stats(
+        &self,
+        kind: Option<ResourceKind>,
+        prefix: &str,
+        allowed: impl Fn(ResourceKind, &str) -> bool,
+    ) -> Vec<LockStats> {
         let now = Instant::now();
         let mut t = self.tables();
         let mut out: Vec<LockStats> = t
             .resources
             .iter_mut()
-            .filter(|((k, name), _)| kind.is_none_or(|want| *k == want) && name.starts_with(prefix))
+            .filter(|((k, name), _)| {
+                kind.is_none_or(|want| *k == want) && name.starts_with(prefix) && allowed(*k, name)
+            })
             .filter_map(|((k, name), r)| {
                 r.prune(now);
                 (!r.samples.is_empty()).then(|| summarise(*k, name, r))
@@ -375,7 +383,7 @@ mod tests {
             &[released(4, 3, ReleaseReason::LeaseExpired)],
             t1 + Duration::from_millis(10),
         );
-        let stats = a.stats(None, "");
+        let stats = a.stats(None, "", |_, _| true);
         assert_eq!(stats.len(), 1);
         let s = &stats[0];
         assert_eq!((s.grants, s.waited, s.expiries, s.timeouts), (2, 1, 1, 0));
@@ -383,8 +391,11 @@ mod tests {
         assert_eq!(s.wait_total_ms, 30);
         assert_eq!(s.hold_p99_ms, Some(30));
         assert_eq!(s.hold_p50_ms, Some(10));
-        assert!(a.stats(Some(ResourceKind::Semaphore), "").is_empty());
-        assert!(a.stats(None, "other").is_empty());
+        assert!(
+            a.stats(Some(ResourceKind::Semaphore), "", |_, _| true)
+                .is_empty()
+        );
+        assert!(a.stats(None, "other", |_, _| true).is_empty());
     }
 
     #[test]

@@ -25,6 +25,15 @@ pub fn kind(kind: ResourceKind) -> wire::ResourceKind {
     }
 }
 
+/// A resource kind from the wire.
+pub fn kind_from_wire(kind: wire::ResourceKind) -> ResourceKind {
+    match kind {
+        wire::ResourceKind::Lock => ResourceKind::Lock,
+        wire::ResourceKind::Semaphore => ResourceKind::Semaphore,
+        wire::ResourceKind::Election => ResourceKind::Election,
+    }
+}
+
 /// A holder.
 pub fn holder(h: &HolderInfo) -> wire::Holder {
     let (mode, permits) = hold_mode(h.demand);

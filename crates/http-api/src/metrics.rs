@@ -260,7 +260,7 @@ type QuantileLabels = [(&'static str, String); 3];
 
 /// The most contended resources over the window, and `other` for the rest.
 fn hot_locks(r: &mut Registry, state: &AppState) {
-    let stats = state.activity.stats(None, "");
+    let stats = state.activity.stats(None, "", |_, _| true);
     let grants: Family<LockLabels, Gauge<f64, std::sync::atomic::AtomicU64>> = Family::default();
     let timeouts: Family<LockLabels, Gauge> = Family::default();
     let expiries: Family<LockLabels, Gauge> = Family::default();

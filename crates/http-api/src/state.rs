@@ -144,8 +144,7 @@ impl AppState {
         }
     }
 
-    /// Fills in how long each holder has held and each waiter has waited, by this node's
-    /// clock.
+    /// Fills in how long each holder has held, by this node's apply clock.
     pub(crate) fn with_ages(&self, holders: &mut [baton_wire::Holder]) {
         for h in holders {
             h.held_for = self.activity.age(h.fence);

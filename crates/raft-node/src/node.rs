@@ -471,6 +471,12 @@ impl Node {
         self.routed((), Route::Status).await
     }
 
+    /// This node's status; this node must be the leader.
+    pub(crate) fn leader_status_here(&self) -> Result<ClusterStatus, NodeError> {
+        self.require_leader()?;
+        Ok(self.status())
+    }
+
     /// The lease's remaining TTL on this node's clock; this node must be the leader.
     pub(crate) async fn lease_remaining_here(
         &self,
@@ -817,8 +823,7 @@ impl RouteLocal<Vec<LeaseId>> for Vec<Option<u64>> {
 
 impl RouteLocal<()> for ClusterStatus {
     async fn here(node: &Node, _: Route, (): ()) -> Result<ClusterStatus, NodeError> {
-        node.require_leader()?;
-        Ok(node.status())
+        node.leader_status_here()
     }
 }
 

@@ -178,13 +178,19 @@ pub(crate) async fn list(
         leases: leases
             .into_iter()
             .enumerate()
-            .map(|(i, (l, info))| LeaseSummary {
-                lease_id: l.lease.0,
-                ttl_ms: l.ttl_ms,
-                remaining_ms: remaining.as_ref().and_then(|r| r.get(i).copied().flatten()),
-                granted_revision: info.as_ref().map(|i| i.granted.0),
-                keys: info.as_ref().map(|i| i.keys.clone()),
-                claims: info.map(|i| claims(i.claims)),
+            .map(|(i, (l, info))| {
+                let (granted, keys, held) = match info {
+                    Some(info) => (Some(info.granted.0), Some(info.keys), Some(info.claims)),
+                    None => (None, None, None),
+                };
+                LeaseSummary {
+                    lease_id: l.lease.0,
+                    ttl_ms: l.ttl_ms,
+                    remaining_ms: remaining.as_ref().and_then(|r| r.get(i).copied().flatten()),
+                    granted_revision: granted,
+                    keys,
+                    claims: held.map(claims),
+                }
             })
             .collect(),
         revision: revision.0,

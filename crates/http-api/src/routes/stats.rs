@@ -8,7 +8,6 @@ use crate::openapi::*;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
-use baton_state_machine::ResourceKind;
 use baton_wire::{LockStatsParams, LockStatsResponse};
 
 /// Entries one answer holds by default.
@@ -33,25 +32,14 @@ pub(crate) async fn locks(
         .limit
         .unwrap_or(STATS_LIMIT_DEFAULT)
         .clamp(1, STATS_LIMIT_DEFAULT * 100);
-    let kind = params.kind.map(|k| match k {
-        baton_wire::ResourceKind::Lock => ResourceKind::Lock,
-        baton_wire::ResourceKind::Semaphore => ResourceKind::Semaphore,
-        baton_wire::ResourceKind::Election => ResourceKind::Election,
+    let kind = params.kind.map(crate::convert::kind_from_wire);
+    let mut locks = state.activity.stats(kind, &prefix, |k, name| {
+        authz.can(Namespace::of(k), name, Access::Read)
     });
-    let mut locks = state.activity.stats(kind, &prefix);
-    locks.retain(|s| authz.can(namespace(s.kind), &s.name, Access::Read));
     locks.truncate(limit);
     Ok(Json(LockStatsResponse {
         node_id: state.node.id(),
         window_ms: crate::activity::WINDOW.as_millis() as u64,
         locks,
     }))
-}
-
-fn namespace(kind: baton_wire::ResourceKind) -> Namespace {
-    match kind {
-        baton_wire::ResourceKind::Lock => Namespace::Locks,
-        baton_wire::ResourceKind::Semaphore => Namespace::Semaphores,
-        baton_wire::ResourceKind::Election => Namespace::Elections,
-    }
 }

@@ -206,13 +206,7 @@ async fn leases_remaining(State(node): State<Node>, body: Bytes) -> Response {
 
 async fn leader_status(State(node): State<Node>, body: Bytes) -> Response {
     serve(body, |(): ()| async move {
-        if node.is_leader() {
-            Ok(node.status())
-        } else {
-            Err(PeerFailure::from(NodeError::ForwardToLeader {
-                leader: node.leader(),
-            }))
-        }
+        node.leader_status_here().map_err(PeerFailure::from)
     })
     .await
 }
