@@ -743,6 +743,34 @@ fn try_lock_granted_to_a_second_owner_without_a_release_is_not_linearizable() {
     passes(&register::revisions(&ops));
 }
 
+#[test]
+fn try_lock_holders_are_told_apart_by_lease_as_well_as_owner_name() {
+    // p1 holds try-0 under lease 1; its release and its revoke never reach a leader, so it
+    // gives the lease up (still holding) and takes lease 2 under the same name. The server
+    // refuses lease 2 (another holder); the same name under lease 1 would have re-entered.
+    let story = |second_lease: u64| {
+        let mut h = H::default();
+        let args = |lease: u64| json!({"lease": lease, "owner": "p1"});
+        h.call(
+            1,
+            "try-acquire",
+            "try-0",
+            args(1),
+            json!({"fence": 5, "rev": 5}),
+        );
+        let release = json!({"lease": 1, "owner": "p1", "fence": 5});
+        h.refused(1, "try-release", "try-0", release, "connect");
+        h.refused(1, "try-revoke", "1", args(1), "connect");
+        h.refused(1, "try-acquire", "try-0", args(second_lease), "lock_held");
+        h.ops()
+    };
+    passes(&lock::trylock(&story(2), &CheckConfig::default()));
+    flagged(
+        &lock::trylock(&story(1), &CheckConfig::default()),
+        "trylock-not-linearizable",
+    );
+}
+
 // ---------------------------------------------------------------- queues, semaphores, elections
 
 #[test]

@@ -213,7 +213,15 @@ pub fn trylock(ops: &[Op], config: &CheckConfig) -> CheckResult {
     let mut revokes: Vec<Operation<MutexIn, MutexOut>> = Vec::new();
     let mut owner_locks: HashMap<String, Vec<String>> = HashMap::new();
     for op in ops {
-        let owner = op.arg_str("owner").unwrap_or_default().to_owned();
+        // The server knows a holder by (lease, owner): the same owner name under another
+        // lease is another holder (a worker keeps its name after giving up on a lease
+        // whose revoke did not get through, and that lease may still hold the lock).
+        let owner = format!(
+            "{}@{}",
+            op.arg_str("owner").unwrap_or_default(),
+            op.arg_u64("lease")
+                .map_or_else(String::new, |l| l.to_string())
+        );
         let error = op.error.as_deref().unwrap_or_default();
         let (input, output) = match (op.f.as_str(), op.outcome) {
             ("try-acquire", Kind::Ok) => (

@@ -369,7 +369,8 @@ impl Model for RevRegister {
 
 /// A try-lock whose grants carry fences (Hazelcast's fenced mutex, with an owner): only
 /// a free lock is granted, with a fence above every earlier one; only the owner releases;
-/// revoking an owner's lease frees what it holds.
+/// revoking an owner's lease frees what it holds. An owner is what the server knows a
+/// holder by: the owner name and its lease together.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FencedOwnerMutex;
 

@@ -121,6 +121,15 @@ pub fn summary(title: &str, results: &[CheckResult], stats: &Value) -> String {
             verdict_word(r.valid),
             r.stats
         );
+        for a in r.anomalies.iter().take(3) {
+            let _ = writeln!(
+                s,
+                "  {}: {} (ops {:?})",
+                a.kind,
+                a.message,
+                a.ops.iter().take(8).collect::<Vec<_>>()
+            );
+        }
     }
     let _ = writeln!(s, "{passed} passed, {failed} failed, {unknown} unknown");
     s
