@@ -1,14 +1,24 @@
 //! Apply throughput of the state machine, on one core, no I/O.
 //!
 //! Run: `cargo bench -p baton-state-machine --bench apply`
-//! (add `-- quick` for a shorter run). Prints one line per measurement; the figures and
-//! the command are recorded in `docs/performance.md`.
+//! (add `-- quick` for a shorter run, `-- memory` for the memory line alone). Prints one
+//! line per measurement; the figures and the command are recorded in `docs/performance.md`.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
 use baton_state_machine::*;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
+
+/// This process's resident memory in bytes (`VmRSS`), 0 where `/proc` is missing.
+fn resident_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
 
 fn grant(sm: &mut StateMachine) -> LeaseId {
     match sm
@@ -155,9 +165,40 @@ fn snapshot_restore(keys: u64) {
     );
 }
 
+/// Resident bytes the state machine adds per held lock with its own lease (the HTTP scale
+/// bench's shape: names `held-N`, owner `o`), its event window included.
+fn held_lock_memory(locks: u64) {
+    let before = resident_bytes();
+    let mut sm = StateMachine::default();
+    for i in 0..locks {
+        let lease = grant(&mut sm);
+        let acquire = Command::LockAcquire(LockAcquire {
+            name: format!("held-{i}"),
+            lease,
+            owner: "o".into(),
+            mode: Mode::Exclusive,
+            wait_ms: 0,
+            lock_delay_ms: 0,
+        });
+        black_box(sm.apply_command(acquire));
+    }
+    let after = resident_bytes();
+    println!(
+        "held locks in the state machine: {locks} locks, {:.1} MiB more resident: {:.0} bytes per lock with its lease",
+        (after - before) as f64 / (1 << 20) as f64,
+        (after - before) as f64 / locks as f64
+    );
+    black_box(sm);
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
     let scale = if quick { 10 } else { 1 };
+    // First, while nothing freed is there to be reused: it reads the growth of `VmRSS`.
+    held_lock_memory(1_000_000 / scale);
+    if std::env::args().any(|a| a == "memory") {
+        return;
+    }
     uncontended(2_000_000 / scale);
     handoff(1_000, 1_000);
     handoff(100_000, 1_000);

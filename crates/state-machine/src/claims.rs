@@ -69,7 +69,7 @@ impl StateMachine {
     fn grant_now(&mut self, ctx: &mut Ctx, id: ResourceId, req: ClaimRequest) -> Response {
         let res = self.resources.entry(id.clone()).or_insert_with(|| {
             self.tallies.resources[slot(id.kind)] += 1;
-            Resource::new(req.policy)
+            Box::new(Resource::new(req.policy))
         });
         let fence = ctx.fence();
         let claimant = req.claimant;

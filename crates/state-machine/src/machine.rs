@@ -20,9 +20,11 @@ pub struct StateMachine {
     pub(crate) bounds: Bounds,
     pub(crate) revision: Revision,
     pub(crate) next_lease_id: u64,
-    pub(crate) leases: BTreeMap<LeaseId, Lease>,
+    /// Boxed, like `resources`: a B-tree leaf has room for eleven values and sequential
+    /// ids leave leaves about half full, so the slack costs a pointer, not a whole value.
+    pub(crate) leases: BTreeMap<LeaseId, Box<Lease>>,
     pub(crate) keys: Keyspace,
-    pub(crate) resources: BTreeMap<ResourceId, Resource>,
+    pub(crate) resources: BTreeMap<ResourceId, Box<Resource>>,
     /// Resources with a pending lock-delay, so the leader finds them without a scan.
     pub(crate) delayed: BTreeSet<ResourceId>,
     pub(crate) idempotency: IdempotencyTable,
