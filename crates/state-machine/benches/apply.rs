@@ -166,7 +166,8 @@ fn snapshot_restore(keys: u64) {
 }
 
 /// Resident bytes the state machine adds per held lock with its own lease (the HTTP scale
-/// bench's shape: names `held-N`, owner `o`), its event window included.
+/// bench's shape: names `held-N`, owner `o`), its event window included; then the cost of
+/// lock cycles on a few other locks at that size.
 fn held_lock_memory(locks: u64) {
     let before = resident_bytes();
     let mut sm = StateMachine::default();
@@ -187,6 +188,22 @@ fn held_lock_memory(locks: u64) {
         "held locks in the state machine: {locks} locks, {:.1} MiB more resident: {:.0} bytes per lock with its lease",
         (after - before) as f64 / (1 << 20) as f64,
         (after - before) as f64 / locks as f64
+    );
+    let lease = grant(&mut sm);
+    let cycles: Vec<(Command, Command)> = (0..200_000)
+        .map(|i| {
+            let name = format!("cycle-{}", i % 16);
+            (acquire(&name, lease, 0), release(&name, lease))
+        })
+        .collect();
+    let start = Instant::now();
+    for (a, r) in cycles {
+        black_box(sm.apply_command(a));
+        black_box(sm.apply_command(r));
+    }
+    println!(
+        "acquire+release of 16 locks among {locks} held: {:.0} ns/command",
+        start.elapsed().as_nanos() as f64 / 400_000.0
     );
     black_box(sm);
 }
