@@ -299,7 +299,7 @@ async fn serve(
         "baton is serving"
     );
     let mut state = AppState::new(node.clone(), api_config);
-    state.auth = auth.clone();
+    state.set_auth(auth.clone());
     tokio::spawn(reload_on_hangup(auth, api_tls.clone(), node.clone()));
     let served = match api_tls {
         Some(tls) => {

@@ -32,7 +32,7 @@ mod state;
 
 pub use error::ApiError;
 pub use metrics::Metrics;
-pub use state::{ApiConfig, AppState};
+pub use state::{ApiConfig, AppState, Shared};
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -56,7 +56,7 @@ const DRAIN_GRACE: Duration = Duration::from_secs(5);
 impl AppState {
     /// State for a router over `node`.
     pub fn new(node: Node, config: ApiConfig) -> AppState {
-        AppState {
+        AppState::from_shared(state::Shared {
             node,
             config: Arc::new(config),
             metrics: Arc::new(Metrics::default()),
@@ -65,7 +65,7 @@ impl AppState {
             detached: Arc::default(),
             auth: None,
             activity: Arc::default(),
-        }
+        })
     }
 }
 

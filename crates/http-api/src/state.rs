@@ -57,9 +57,34 @@ impl Default for ApiConfig {
     }
 }
 
-/// Shared by every handler. Cheap to clone.
+/// Shared by every handler: one pointer, so the clone axum makes for each request is one
+/// reference count (not one per field, and no lock on the shutdown token's tree).
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+impl AppState {
+    /// Wraps the shared parts.
+    pub(crate) fn from_shared(shared: Shared) -> AppState {
+        AppState(Arc::new(shared))
+    }
+
+    /// Turns authentication on with `auth` (`None`: off). Call before the router is built.
+    pub fn set_auth(&mut self, auth: Option<Arc<Auth>>) {
+        Arc::make_mut(&mut self.0).auth = auth;
+    }
+}
+
+/// What every handler shares, behind [`AppState`].
+#[derive(Clone)]
+pub struct Shared {
     /// The local raft node.
     pub node: Node,
     /// API settings.
