@@ -166,31 +166,24 @@ fn snapshot_restore(keys: u64) {
 }
 
 /// Resident bytes the state machine adds per held lock with its own lease (the HTTP scale
-/// bench's shape: names `held-N`, owner `o`), its event window included; then the cost of
+/// bench's names, `held-N`), its event window included; then the cost of
 /// lock cycles on a few other locks at that size.
 fn held_lock_memory(locks: u64) {
     let before = resident_bytes();
     let mut sm = StateMachine::default();
     for i in 0..locks {
         let lease = grant(&mut sm);
-        let acquire = Command::LockAcquire(LockAcquire {
-            name: format!("held-{i}"),
-            lease,
-            owner: "o".into(),
-            mode: Mode::Exclusive,
-            wait_ms: 0,
-            lock_delay_ms: 0,
-        });
-        black_box(sm.apply_command(acquire));
+        black_box(sm.apply_command(acquire(&format!("held-{i}"), lease, 0)));
     }
     let after = resident_bytes();
     println!(
         "held locks in the state machine: {locks} locks, {:.1} MiB more resident: {:.0} bytes per lock with its lease",
-        (after - before) as f64 / (1 << 20) as f64,
-        (after - before) as f64 / locks as f64
+        after.saturating_sub(before) as f64 / (1 << 20) as f64,
+        after.saturating_sub(before) as f64 / locks as f64
     );
     let lease = grant(&mut sm);
-    let cycles: Vec<(Command, Command)> = (0..200_000)
+    const CYCLES: u64 = 200_000;
+    let cycles: Vec<(Command, Command)> = (0..CYCLES)
         .map(|i| {
             let name = format!("cycle-{}", i % 16);
             (acquire(&name, lease, 0), release(&name, lease))
@@ -203,7 +196,7 @@ fn held_lock_memory(locks: u64) {
     }
     println!(
         "acquire+release of 16 locks among {locks} held: {:.0} ns/command",
-        start.elapsed().as_nanos() as f64 / 400_000.0
+        start.elapsed().as_nanos() as f64 / (2 * CYCLES) as f64
     );
     black_box(sm);
 }
