@@ -98,6 +98,9 @@ struct LeaseDeadline {
     /// How much of it a promotion added beyond the lease's recorded deadline: checkpoints
     /// record the deadline without it, so graces never add up across leader changes.
     grace: Duration,
+    /// The remaining time a committed checkpoint of this very deadline recorded; a new
+    /// deadline (keepalive, promotion) starts without one.
+    recorded_ms: Option<u64>,
 }
 
 impl LeaseDeadline {
@@ -157,7 +160,12 @@ impl Deadlines {
                 .checked_sub(Duration::from_millis(ttl_ms * 3 / 4))
                 .unwrap_or(at),
         };
-        let deadline = LeaseDeadline { at, ttl_ms, grace };
+        let deadline = LeaseDeadline {
+            at,
+            ttl_ms,
+            grace,
+            recorded_ms: None,
+        };
         if let Some(old) = self.leases.insert(lease, deadline) {
             self.order.remove(&(old.at, Due::Lease(lease)));
         }
@@ -341,22 +349,37 @@ impl Deadlines {
     /// ttl − interval), with their remaining TTL without any promotion grace. Recently
     /// kept-alive leases are skipped: a new leader starts them from the first entry of the
     /// term after their last reset, which ends them within ttl + interval + a failover of
-    /// their last keepalive (spec §2).
+    /// their last keepalive (spec §2). So is a lease whose deadline a committed checkpoint
+    /// already recorded, until its remaining time has halved since (decision #94): the
+    /// record already gives every node that applied it this deadline; the halving only
+    /// refreshes it for a node that replayed it after a restart.
     /// The leases chosen are remembered until their next keepalive.
     pub(crate) fn checkpoint(&mut self, now: Instant, interval_ms: u64) -> Vec<(LeaseId, u64)> {
         let chosen: Vec<(LeaseId, u64)> = self
             .leases
             .iter()
             .filter_map(|(lease, deadline)| {
-                let remaining = deadline.graceless().saturating_duration_since(now);
-                let remaining = remaining.as_millis() as u64;
-                (remaining + interval_ms < deadline.ttl_ms).then_some((*lease, remaining))
+                let remaining = checkpoint_remaining(deadline, now);
+                let stale = deadline.recorded_ms.is_none_or(|r| remaining * 2 <= r);
+                (stale && remaining + interval_ms < deadline.ttl_ms).then_some((*lease, remaining))
             })
             .collect();
         for (lease, _) in &chosen {
             self.mark(*lease);
         }
         chosen
+    }
+
+    /// A checkpoint chosen at `now` committed: each lease whose deadline is still the one
+    /// it recorded is not named again until its remaining time halves.
+    pub(crate) fn checkpoint_committed(&mut self, chosen: &[(LeaseId, u64)], now: Instant) {
+        for (lease, remaining) in chosen {
+            if let Some(deadline) = self.leases.get_mut(lease) {
+                if checkpoint_remaining(deadline, now) == *remaining {
+                    deadline.recorded_ms = Some(*remaining);
+                }
+            }
+        }
     }
 
     /// After missed events: `fresh` (promoted from the current state) replaces these
@@ -380,6 +403,11 @@ impl Deadlines {
             .extend(self.expiring.iter().map(|(l, t)| (*l, *t)));
         *self = fresh;
     }
+}
+
+/// What a checkpoint at `now` records for a deadline: its remaining time without grace.
+fn checkpoint_remaining(deadline: &LeaseDeadline, now: Instant) -> u64 {
+    deadline.graceless().saturating_duration_since(now).as_millis() as u64
 }
 
 /// Starting deadlines on promotion, from the applied state and when this node applied each
@@ -665,6 +693,48 @@ mod tests {
             d.keepalive(lease, 5_000, now),
             KeepaliveAnswer::Ack { reset: None, .. }
         ));
+    }
+
+    #[test]
+    fn a_committed_checkpoint_is_not_repeated_until_the_remaining_time_halves() {
+        let (idle, kept) = (LeaseId(1), LeaseId(2));
+        let start = Instant::now();
+        let mut d = Deadlines::default();
+        d.keepalive(idle, 60_000, start);
+        d.keepalive(kept, 60_000, start);
+        let first = start + ms(10_000);
+        let chosen = d.checkpoint(first, 5_000);
+        assert_eq!(chosen, vec![(idle, 50_000), (kept, 50_000)]);
+        d.checkpoint_committed(&chosen, first);
+        // The same deadlines: nothing new to record.
+        assert!(d.checkpoint(start + ms(15_000), 5_000).is_empty());
+        // A keepalive moves one deadline; the other stays recorded.
+        d.keepalive(kept, 60_000, start + ms(16_000));
+        let later = start + ms(30_000);
+        let chosen = d.checkpoint(later, 5_000);
+        assert_eq!(chosen, vec![(kept, 46_000)]);
+        d.checkpoint_committed(&chosen, later);
+        // Halved since its record (50 s → 25 s): named again, for restarted nodes.
+        assert!(d.checkpoint(start + ms(34_000), 5_000).is_empty());
+        assert_eq!(d.checkpoint(start + ms(35_000), 5_000), vec![(idle, 25_000)]);
+        // That checkpoint did not commit: proposed again at the next tick.
+        assert_eq!(d.checkpoint(start + ms(40_000), 5_000), vec![(idle, 20_000)]);
+    }
+
+    #[test]
+    fn a_checkpoint_does_not_count_as_recorded_for_a_deadline_moved_since() {
+        let lease = LeaseId(1);
+        let start = Instant::now();
+        let mut d = Deadlines::default();
+        d.keepalive(lease, 60_000, start);
+        let at = start + ms(10_000);
+        let chosen = d.checkpoint(at, 5_000);
+        d.keepalive(lease, 60_000, start + ms(11_000));
+        d.checkpoint_committed(&chosen, at);
+        assert_eq!(
+            d.checkpoint(start + ms(20_000), 5_000),
+            vec![(lease, 51_000)]
+        );
     }
 
     #[test]

@@ -271,9 +271,12 @@ async fn propose_checkpoint<P: ClockPort>(
     if remaining_ms.is_empty() {
         return;
     }
-    let command = Command::LeaseCheckpoint(LeaseCheckpoint { remaining_ms });
-    if let Err(e) = port.propose_here(Proposal::from(command)).await {
-        tracing::warn!(error = %e, "lease checkpoint not proposed");
+    let command = Command::LeaseCheckpoint(LeaseCheckpoint {
+        remaining_ms: remaining_ms.clone(),
+    });
+    match port.propose_here(Proposal::from(command)).await {
+        Ok(_) => deadlines.checkpoint_committed(&remaining_ms, now),
+        Err(e) => tracing::warn!(error = %e, "lease checkpoint not proposed"),
     }
 }
 
