@@ -114,6 +114,10 @@ impl LeaseDeadline {
 #[derive(Default)]
 pub(crate) struct Deadlines {
     expiry: Expiry,
+    /// Lease deadlines in firing order, apart from the other kinds: a lease's key is 24
+    /// bytes where a `Due` is 80, and there is one per lease (decision #95).
+    lease_order: BTreeSet<(Instant, LeaseId)>,
+    /// Waits and lock-delays in firing order.
     order: BTreeSet<(Instant, Due)>,
     leases: BTreeMap<LeaseId, LeaseDeadline>,
     waits: BTreeMap<(ResourceId, LeaseId, String), (Instant, Revision)>,
@@ -167,15 +171,15 @@ impl Deadlines {
             recorded_ms: None,
         };
         if let Some(old) = self.leases.insert(lease, deadline) {
-            self.order.remove(&(old.at, Due::Lease(lease)));
+            self.lease_order.remove(&(old.at, lease));
         }
-        self.order.insert((at, Due::Lease(lease)));
+        self.lease_order.insert((at, lease));
     }
 
     /// Forgets a lease that is revoked or expired, with its proposed expiry or checkpoint.
     pub(crate) fn forget_lease(&mut self, lease: LeaseId) {
         if let Some(old) = self.leases.remove(&lease) {
-            self.order.remove(&(old.at, Due::Lease(lease)));
+            self.lease_order.remove(&(old.at, lease));
         }
         self.expiring.remove(&lease);
         self.checkpointed.remove(&lease);
@@ -283,19 +287,29 @@ impl Deadlines {
 
     /// The earliest deadline.
     pub(crate) fn next(&self) -> Option<Instant> {
-        self.order.first().map(|(at, _)| *at)
+        let lease = self.lease_order.first().map(|(at, _)| *at);
+        let other = self.order.first().map(|(at, _)| *at);
+        lease.into_iter().chain(other).min()
+    }
+
+    /// The earliest of the two orders, if due at `now`; a lease first on a tie.
+    fn pop_due(&mut self, now: Instant) -> Option<Due> {
+        let lease = self.lease_order.first().map(|(at, _)| *at);
+        let other = self.order.first().map(|(at, _)| *at);
+        match (lease, other) {
+            (Some(l), o) if l <= now && o.is_none_or(|o| l <= o) => self
+                .lease_order
+                .pop_first()
+                .map(|(_, lease)| Due::Lease(lease)),
+            (_, Some(o)) if o <= now => self.order.pop_first().map(|(_, d)| d),
+            _ => None,
+        }
     }
 
     /// Removes and returns everything due at `now`. Due leases are marked expiring.
     pub(crate) fn take_due(&mut self, now: Instant) -> Vec<Due> {
         let mut due = Vec::new();
-        while let Some((at, _)) = self.order.first() {
-            if *at > now {
-                break;
-            }
-            let Some((_, d)) = self.order.pop_first() else {
-                break;
-            };
+        while let Some(d) = self.pop_due(now) {
             match &d {
                 Due::Lease(l) => {
                     if let Some(old) = self.leases.remove(l) {
@@ -735,6 +749,41 @@ mod tests {
             d.checkpoint(start + ms(20_000), 5_000),
             vec![(lease, 51_000)]
         );
+    }
+
+    #[test]
+    fn leases_waits_and_delays_fire_in_one_time_order() {
+        let t0 = Instant::now();
+        let mut d = Deadlines::default();
+        let resource = ResourceId::lock("L");
+        d.set_lease(LeaseId(1), t0 + ms(20), 1_000);
+        d.set_wait(resource.clone(), LeaseId(2), "w".into(), Revision(7), t0 + ms(10));
+        d.set_delay(resource.clone(), Revision(9), t0 + ms(30));
+        d.set_lease(LeaseId(3), t0 + ms(30), 1_000);
+        d.set_lease(LeaseId(4), t0 + ms(50), 1_000);
+        assert_eq!(d.next(), Some(t0 + ms(10)));
+        assert!(d.take_due(t0 + ms(5)).is_empty());
+        let wait = Due::Wait {
+            resource: resource.clone(),
+            lease: LeaseId(2),
+            owner: "w".into(),
+            enqueued: Revision(7),
+        };
+        let delay = Due::Delay {
+            resource,
+            since: Revision(9),
+        };
+        // On a tie a lease comes first, as `Due`'s order has it.
+        assert_eq!(
+            d.take_due(t0 + ms(30)),
+            vec![wait, Due::Lease(LeaseId(1)), Due::Lease(LeaseId(3)), delay]
+        );
+        assert_eq!(d.next(), Some(t0 + ms(50)));
+        // A rescheduled lease leaves no stale entry behind.
+        d.set_lease(LeaseId(4), t0 + ms(70), 1_000);
+        assert!(d.take_due(t0 + ms(60)).is_empty());
+        assert_eq!(d.take_due(t0 + ms(70)), vec![Due::Lease(LeaseId(4))]);
+        assert_eq!(d.next(), None);
     }
 
     #[test]
