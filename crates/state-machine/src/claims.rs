@@ -48,7 +48,7 @@ impl StateMachine {
             if let Some(holder) = res.holders.get_mut(&req.claimant) {
                 return reenter(ctx, &id, &req.claimant, holder, req.demand);
             }
-            if let Some(&enqueued) = res.queued.get(&req.claimant) {
+            if let Some(&enqueued) = res.queued().get(&req.claimant) {
                 let position = res.position(enqueued);
                 return Response::Queued { enqueued, position };
             }
@@ -56,7 +56,7 @@ impl StateMachine {
                 if req.wait_ms == 0 {
                     return lock_held(res);
                 }
-                if res.queue.len() >= self.bounds.queue_len_max {
+                if res.queue().len() >= self.bounds.queue_len_max {
                     let queue_len_max = self.bounds.queue_len_max as u64;
                     return Rejection::QueueFull { queue_len_max }.into();
                 }
@@ -157,7 +157,7 @@ impl StateMachine {
             .into();
         };
         let Some(holder) = res.holders.get_mut(&claimant) else {
-            if fence.is_none() && res.queued.contains_key(&claimant) {
+            if fence.is_none() && res.queued().contains_key(&claimant) {
                 return self.withdraw(ctx, id, claimant, None, CancelReason::Cancelled);
             }
             return not_holder(res);
@@ -207,7 +207,7 @@ impl StateMachine {
         let Some(res) = self.resources.get(&id) else {
             return Rejection::NotWaiting.into();
         };
-        let queued = res.queued.get(&claimant).copied();
+        let queued = res.queued().get(&claimant).copied();
         if let Some(at) = queued.filter(|at| enqueued.is_none_or(|e| e == *at)) {
             self.drop_waiter(ctx, &id, &claimant, reason);
             self.settle(ctx, &id, false);
@@ -231,7 +231,7 @@ impl StateMachine {
             return Rejection::LockNotFound { resource: id }.into();
         };
         let holders: Vec<Claimant> = res.holders.keys().cloned().collect();
-        let delayed = res.delay.is_some();
+        let delayed = res.delay().is_some();
         for claimant in &holders {
             self.drop_holder(ctx, &id, claimant, ReleaseReason::Forced);
         }
@@ -254,7 +254,7 @@ impl StateMachine {
         let due = self
             .resources
             .get(&id)
-            .and_then(|r| r.delay)
+            .and_then(|r| r.delay())
             .is_some_and(|d| d.since == since);
         if !due {
             return Rejection::Stale.into();
@@ -407,11 +407,11 @@ impl StateMachine {
             return;
         };
         // A pending delay is extended from now by the longer of the two, never shortened.
-        let delay_ms = res.delay.map_or(delay_ms, |d| d.delay_ms.max(delay_ms));
-        res.delay = Some(LockDelay {
+        let delay_ms = res.delay().map_or(delay_ms, |d| d.delay_ms.max(delay_ms));
+        res.set_delay(Some(LockDelay {
             since: ctx.revision,
             delay_ms,
-        });
+        }));
         self.delayed.insert(id.clone());
         ctx.emit(EventKind::DelayStarted {
             resource: id.clone(),
@@ -421,7 +421,7 @@ impl StateMachine {
 
     fn end_delay(&mut self, ctx: &mut Ctx, id: &ResourceId) {
         if let Some(res) = self.resources.get_mut(id) {
-            res.delay = None;
+            res.set_delay(None);
         }
         self.delayed.remove(id);
         ctx.emit(EventKind::DelayEnded {
@@ -528,8 +528,8 @@ fn lock_held(res: &Resource) -> Response {
             .take(LOCK_HELD_HOLDERS_MAX)
             .map(|(c, h)| holder_info(c, h))
             .collect(),
-        queue_len: res.queue.len() as u64,
-        delayed: res.delay.is_some(),
+        queue_len: res.queue().len() as u64,
+        delayed: res.delay().is_some(),
     }
     .into()
 }

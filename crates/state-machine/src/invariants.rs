@@ -101,7 +101,7 @@ impl StateMachine {
             for ClaimRef { resource, owner } in &lease.claims {
                 let claimant = Claimant::new(*id, owner.clone());
                 let present = self.resources.get(resource).is_some_and(|r| {
-                    r.holders.contains_key(&claimant) || r.queued.contains_key(&claimant)
+                    r.holders.contains_key(&claimant) || r.queued().contains_key(&claimant)
                 });
                 ensure!(
                     present,
@@ -128,9 +128,9 @@ impl StateMachine {
             self.check_resource(id, res)?;
             tallies.resources[slot(id.kind)] += 1;
             tallies.holders[slot(id.kind)] += res.holders.len() as u64;
-            tallies.waiters[slot(id.kind)] += res.queue.len() as u64;
+            tallies.waiters[slot(id.kind)] += res.queue().len() as u64;
             ensure!(
-                res.delay.is_some() == self.delayed.contains(id),
+                res.delay().is_some() == self.delayed.contains(id),
                 "{id:?}: delay index disagrees"
             );
         }
@@ -151,6 +151,10 @@ impl StateMachine {
 
     fn check_resource(&self, id: &ResourceId, res: &Resource) -> Result<(), String> {
         ensure!(!res.is_idle(), "{id:?} is idle but kept");
+        ensure!(
+            res.contention_is_tidy(),
+            "{id:?}: an empty contention box is kept"
+        );
         ensure!(
             res.last_fence.0 <= self.revision.0,
             "{id:?}: fence beyond revision"
@@ -181,7 +185,7 @@ impl StateMachine {
                 h.demand
             );
             ensure!(
-                !res.queued.contains_key(c),
+                !res.queued().contains_key(c),
                 "{id:?}: {c:?} both holds and waits"
             );
             if let Demand::Permits(n) = h.demand {
@@ -196,16 +200,16 @@ impl StateMachine {
             );
         }
         ensure!(
-            res.queue.len() == res.queued.len(),
+            res.queue().len() == res.queued().len(),
             "{id:?}: queue index size"
         );
         let mut last = Revision(0);
-        for (enqueued, w) in &res.queue {
+        for (enqueued, w) in res.queue() {
             ensure!(*enqueued > last, "{id:?}: queue not ordered");
             last = *enqueued;
             ensure!(*enqueued <= self.revision, "{id:?}: enqueued in the future");
             ensure!(
-                res.queued.get(&w.claimant) == Some(enqueued),
+                res.queued().get(&w.claimant) == Some(enqueued),
                 "{id:?}: queue index disagrees for {:?}",
                 w.claimant
             );
@@ -219,13 +223,13 @@ impl StateMachine {
                 w.demand
             );
         }
-        if let Some((_, head)) = res.queue.first_key_value() {
+        if let Some((_, head)) = res.queue().first_key_value() {
             ensure!(
                 !res.admits(head.demand),
                 "{id:?}: head of queue could be granted"
             );
         }
-        if let Some(delay) = res.delay {
+        if let Some(delay) = res.delay() {
             ensure!(
                 delay.since <= self.revision,
                 "{id:?}: delay from the future"

@@ -107,7 +107,7 @@ impl StateMachine {
             resource: id.clone(),
             holders: holders(res),
             queue: res
-                .queue
+                .queue()
                 .iter()
                 .map(|(enqueued, w)| WaiterInfo {
                     lease: w.claimant.lease,
@@ -121,7 +121,7 @@ impl StateMachine {
                 Policy::Semaphore { limit } => Some(limit),
                 Policy::Lock | Policy::Election => None,
             },
-            delay: res.delay,
+            delay: res.delay(),
         })
     }
 
@@ -148,8 +148,8 @@ impl StateMachine {
             .map(|(id, res)| LockSummary {
                 resource: id.clone(),
                 holders: holders(res),
-                queue_len: res.queue.len() as u64,
-                delayed: res.delay.is_some(),
+                queue_len: res.queue().len() as u64,
+                delayed: res.delay().is_some(),
                 limit: match res.policy {
                     Policy::Semaphore { limit } => Some(limit),
                     Policy::Lock | Policy::Election => None,
@@ -220,7 +220,7 @@ impl StateMachine {
     pub fn pending_lock_delays(&self) -> Vec<(ResourceId, LockDelay)> {
         self.delayed
             .iter()
-            .filter_map(|id| Some((id.clone(), self.resources.get(id)?.delay?)))
+            .filter_map(|id| Some((id.clone(), self.resources.get(id)?.delay()?)))
             .collect()
     }
 
@@ -229,7 +229,7 @@ impl StateMachine {
         self.resources
             .iter()
             .flat_map(|(id, res)| {
-                res.queue.iter().map(move |(enqueued, w)| PendingWait {
+                res.queue().iter().map(move |(enqueued, w)| PendingWait {
                     resource: id.clone(),
                     lease: w.claimant.lease,
                     owner: w.claimant.owner.clone(),

@@ -113,7 +113,7 @@ impl Resign {
         let queued = sm
             .resources
             .get(&id)
-            .is_some_and(|r| r.queued.contains_key(&claimant));
+            .is_some_and(|r| r.queued().contains_key(&claimant));
         if queued && self.fence.is_none() {
             return sm.withdraw(ctx, id, claimant, None, CancelReason::Cancelled);
         }

@@ -421,7 +421,10 @@ impl Deadlines {
 
 /// What a checkpoint at `now` records for a deadline: its remaining time without grace.
 fn checkpoint_remaining(deadline: &LeaseDeadline, now: Instant) -> u64 {
-    deadline.graceless().saturating_duration_since(now).as_millis() as u64
+    deadline
+        .graceless()
+        .saturating_duration_since(now)
+        .as_millis() as u64
 }
 
 /// Starting deadlines on promotion, from the applied state and when this node applied each
@@ -730,9 +733,15 @@ mod tests {
         d.checkpoint_committed(&chosen, later);
         // Halved since its record (50 s → 25 s): named again, for restarted nodes.
         assert!(d.checkpoint(start + ms(34_000), 5_000).is_empty());
-        assert_eq!(d.checkpoint(start + ms(35_000), 5_000), vec![(idle, 25_000)]);
+        assert_eq!(
+            d.checkpoint(start + ms(35_000), 5_000),
+            vec![(idle, 25_000)]
+        );
         // That checkpoint did not commit: proposed again at the next tick.
-        assert_eq!(d.checkpoint(start + ms(40_000), 5_000), vec![(idle, 20_000)]);
+        assert_eq!(
+            d.checkpoint(start + ms(40_000), 5_000),
+            vec![(idle, 20_000)]
+        );
     }
 
     #[test]
@@ -757,7 +766,13 @@ mod tests {
         let mut d = Deadlines::default();
         let resource = ResourceId::lock("L");
         d.set_lease(LeaseId(1), t0 + ms(20), 1_000);
-        d.set_wait(resource.clone(), LeaseId(2), "w".into(), Revision(7), t0 + ms(10));
+        d.set_wait(
+            resource.clone(),
+            LeaseId(2),
+            "w".into(),
+            Revision(7),
+            t0 + ms(10),
+        );
         d.set_delay(resource.clone(), Revision(9), t0 + ms(30));
         d.set_lease(LeaseId(3), t0 + ms(30), 1_000);
         d.set_lease(LeaseId(4), t0 + ms(50), 1_000);
