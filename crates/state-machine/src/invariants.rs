@@ -73,7 +73,7 @@ impl StateMachine {
                 let owned = self
                     .leases
                     .get(&l)
-                    .is_some_and(|lease| lease.keys.contains(key));
+                    .is_some_and(|lease| lease.keys().contains(key));
                 ensure!(
                     owned,
                     "key {key:?} bound to lease {l} which does not list it"
@@ -94,7 +94,11 @@ impl StateMachine {
                 "lease {id} granted in the future"
             );
             ensure!(lease.ttl_ms > 0, "lease {id} with ttl 0");
-            for key in &lease.keys {
+            ensure!(
+                lease.extras_are_tidy(),
+                "lease {id} keeps an empty extras box"
+            );
+            for key in lease.keys() {
                 let bound = self.keys.get(key).is_some_and(|r| r.lease == Some(*id));
                 ensure!(bound, "lease {id} lists key {key:?} not bound to it");
             }
@@ -108,7 +112,7 @@ impl StateMachine {
                     "lease {id} lists a claim on {resource:?} that is gone"
                 );
             }
-            for (seq, key) in &lease.idempotency {
+            for (seq, key) in lease.idempotency() {
                 let owned = self
                     .idempotency
                     .get(key)
@@ -278,7 +282,7 @@ impl StateMachine {
                 Some(l) => ensure!(
                     self.leases
                         .get(&l)
-                        .is_some_and(|lease| lease.idempotency.contains_key(&e.seq)),
+                        .is_some_and(|lease| lease.idempotency().contains_key(&e.seq)),
                     "idempotency {key:?} owned by lease {l} which does not list it"
                 ),
                 None => ensure!(

@@ -14,20 +14,93 @@ pub(crate) struct ClaimRef {
 }
 
 /// A live lease.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(from = "LeaseWire")]
 pub(crate) struct Lease {
     pub(crate) ttl_ms: u64,
     pub(crate) granted: Revision,
     /// Remaining TTL at the last checkpoint the leader proposed; `None` means the full TTL.
     pub(crate) checkpoint_remaining_ms: Option<u64>,
-    /// Ephemeral keys.
-    pub(crate) keys: BTreeSet<String>,
     /// Holds and queue entries.
     pub(crate) claims: SmallSet<ClaimRef>,
-    /// Idempotency outcomes this lease owns: sequence number → key.
-    pub(crate) idempotency: BTreeMap<u64, String>,
     /// The principal that granted it (`None`: granted without authentication).
     pub(crate) owner: Option<String>,
+    /// Ephemeral keys and idempotency outcomes; `None` while it owns neither (decision #97).
+    extras: Option<Box<LeaseExtras>>,
+}
+
+/// What a lease that holds only locks does not have, behind one pointer.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct LeaseExtras {
+    /// Ephemeral keys.
+    keys: BTreeSet<String>,
+    /// Idempotency outcomes this lease owns: sequence number → key.
+    idempotency: BTreeMap<u64, String>,
+}
+
+/// The keys of a lease without any.
+static NO_KEYS: BTreeSet<String> = BTreeSet::new();
+/// The idempotency outcomes of a lease without any.
+static NO_OUTCOMES: BTreeMap<u64, String> = BTreeMap::new();
+
+/// A lease as snapshots encode it: the fields in the order of the declaration before the
+/// extras were boxed, so snapshot format 2 is unchanged.
+#[derive(Deserialize)]
+#[serde(rename = "Lease")]
+struct LeaseWire {
+    ttl_ms: u64,
+    granted: Revision,
+    checkpoint_remaining_ms: Option<u64>,
+    keys: BTreeSet<String>,
+    claims: SmallSet<ClaimRef>,
+    idempotency: BTreeMap<u64, String>,
+    owner: Option<String>,
+}
+
+/// The same, borrowed, for encoding without a copy.
+#[derive(Serialize)]
+#[serde(rename = "Lease")]
+struct LeaseWireRef<'a> {
+    ttl_ms: u64,
+    granted: Revision,
+    checkpoint_remaining_ms: Option<u64>,
+    keys: &'a BTreeSet<String>,
+    claims: &'a SmallSet<ClaimRef>,
+    idempotency: &'a BTreeMap<u64, String>,
+    owner: &'a Option<String>,
+}
+
+impl From<LeaseWire> for Lease {
+    fn from(w: LeaseWire) -> Lease {
+        let mut lease = Lease {
+            ttl_ms: w.ttl_ms,
+            granted: w.granted,
+            checkpoint_remaining_ms: w.checkpoint_remaining_ms,
+            claims: w.claims,
+            owner: w.owner,
+            extras: Some(Box::new(LeaseExtras {
+                keys: w.keys,
+                idempotency: w.idempotency,
+            })),
+        };
+        lease.tidy();
+        lease
+    }
+}
+
+impl Serialize for Lease {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        LeaseWireRef {
+            ttl_ms: self.ttl_ms,
+            granted: self.granted,
+            checkpoint_remaining_ms: self.checkpoint_remaining_ms,
+            keys: self.keys(),
+            claims: &self.claims,
+            idempotency: self.idempotency(),
+            owner: &self.owner,
+        }
+        .serialize(serializer)
+    }
 }
 
 impl Lease {
@@ -36,10 +109,64 @@ impl Lease {
             ttl_ms,
             granted,
             checkpoint_remaining_ms: None,
-            keys: BTreeSet::new(),
             claims: SmallSet::new(),
-            idempotency: BTreeMap::new(),
             owner,
+            extras: None,
+        }
+    }
+
+    /// Its ephemeral keys.
+    pub(crate) fn keys(&self) -> &BTreeSet<String> {
+        self.extras.as_ref().map_or(&NO_KEYS, |e| &e.keys)
+    }
+
+    /// The idempotency outcomes it owns: sequence number → key.
+    pub(crate) fn idempotency(&self) -> &BTreeMap<u64, String> {
+        self.extras
+            .as_ref()
+            .map_or(&NO_OUTCOMES, |e| &e.idempotency)
+    }
+
+    /// Binds an ephemeral key to it.
+    pub(crate) fn insert_key(&mut self, key: String) {
+        self.extras
+            .get_or_insert_with(Box::default)
+            .keys
+            .insert(key);
+    }
+
+    /// Unbinds an ephemeral key.
+    pub(crate) fn remove_key(&mut self, key: &str) {
+        if let Some(e) = self.extras.as_mut() {
+            e.keys.remove(key);
+            self.tidy();
+        }
+    }
+
+    /// Owns an idempotency outcome; beyond `max` the oldest is shed and returned.
+    pub(crate) fn own_outcome(&mut self, seq: u64, key: String, max: usize) -> Option<String> {
+        let outcomes = &mut self.extras.get_or_insert_with(Box::default).idempotency;
+        outcomes.insert(seq, key);
+        let shed = if outcomes.len() > max {
+            outcomes.pop_first().map(|(_, key)| key)
+        } else {
+            None
+        };
+        self.tidy();
+        shed
+    }
+
+    /// Whether the extras box is there exactly when it holds something.
+    pub(crate) fn extras_are_tidy(&self) -> bool {
+        self.extras
+            .as_ref()
+            .is_none_or(|e| !e.keys.is_empty() || !e.idempotency.is_empty())
+    }
+
+    /// Drops the extras box once it holds nothing.
+    fn tidy(&mut self) {
+        if !self.extras_are_tidy() {
+            self.extras = None;
         }
     }
 }
@@ -73,4 +200,76 @@ pub struct LeaseClockEntry {
     /// Remaining TTL at the last checkpoint; a new leader starts the deadline at
     /// `min(ttl, remaining + election timeout)`.
     pub checkpoint_remaining_ms: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bincode::Options;
+
+    /// `Lease` as it was declared before decision #97, encoded by serde's derive.
+    #[derive(Serialize)]
+    struct Before {
+        ttl_ms: u64,
+        granted: Revision,
+        checkpoint_remaining_ms: Option<u64>,
+        keys: BTreeSet<String>,
+        claims: SmallSet<ClaimRef>,
+        idempotency: BTreeMap<u64, String>,
+        owner: Option<String>,
+    }
+
+    fn before(l: &Lease) -> Before {
+        Before {
+            ttl_ms: l.ttl_ms,
+            granted: l.granted,
+            checkpoint_remaining_ms: l.checkpoint_remaining_ms,
+            keys: l.keys().clone(),
+            claims: l.claims.clone(),
+            idempotency: l.idempotency().clone(),
+            owner: l.owner.clone(),
+        }
+    }
+
+    fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+        bincode::DefaultOptions::new().serialize(value).unwrap()
+    }
+
+    #[test]
+    fn snapshots_encode_a_lease_as_before_the_extras_were_boxed() {
+        let mut lease = Lease::new(10_000, Revision(3), Some("alice".into()));
+        lease.claims.insert(ClaimRef {
+            resource: ResourceId::lock("L"),
+            owner: "w".into(),
+        });
+        let plain = lease.clone();
+        lease.insert_key("k".into());
+        let keyed = lease.clone();
+        assert_eq!(lease.own_outcome(7, "req-1".into(), 8), None);
+        lease.checkpoint_remaining_ms = Some(4_000);
+        for lease in [plain, keyed, lease] {
+            let bytes = encode(&lease);
+            assert_eq!(bytes, encode(&before(&lease)));
+            let back: Lease = bincode::DefaultOptions::new().deserialize(&bytes).unwrap();
+            assert_eq!(back, lease);
+            assert!(back.extras_are_tidy());
+        }
+    }
+
+    #[test]
+    fn the_extras_box_goes_when_the_last_key_and_outcome_go() {
+        let mut lease = Lease::new(10_000, Revision(3), None);
+        lease.remove_key("absent");
+        assert!(lease.extras.is_none());
+        lease.insert_key("k".into());
+        assert_eq!(lease.own_outcome(1, "a".into(), 1), None);
+        assert_eq!(lease.own_outcome(2, "b".into(), 1), Some("a".into()));
+        lease.remove_key("k");
+        assert!(lease.extras.is_some(), "an outcome is still owned");
+        assert_eq!(lease.idempotency().values().collect::<Vec<_>>(), ["b"]);
+        // A bound of zero sheds what it was given: nothing is left to keep.
+        let mut bare = Lease::new(10_000, Revision(3), None);
+        assert_eq!(bare.own_outcome(1, "a".into(), 0), Some("a".into()));
+        assert!(bare.extras.is_none());
+    }
 }

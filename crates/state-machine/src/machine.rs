@@ -188,10 +188,8 @@ impl StateMachine {
             .idempotency
             .insert(key.clone(), self.revision, fingerprint, response, owner);
         if let Some(lease) = owner.and_then(|l| self.leases.get_mut(&l)) {
-            lease.idempotency.insert(seq, key);
-            if lease.idempotency.len() > self.bounds.idempotency_per_lease_max
-                && let Some((_, shed)) = lease.idempotency.pop_first()
-            {
+            let max = self.bounds.idempotency_per_lease_max;
+            if let Some(shed) = lease.own_outcome(seq, key, max) {
                 self.idempotency.disown(&shed);
             }
         }
@@ -220,10 +218,10 @@ impl StateMachine {
         };
         if previous_lease != lease {
             if let Some(old) = previous_lease.and_then(|l| self.leases.get_mut(&l)) {
-                old.keys.remove(&key);
+                old.remove_key(&key);
             }
             if let Some(new) = lease.and_then(|l| self.leases.get_mut(&l)) {
-                new.keys.insert(key.clone());
+                new.insert_key(key.clone());
             }
         }
         if let Some((owner, bytes)) = previous_owner {
@@ -268,7 +266,7 @@ impl StateMachine {
             return false;
         };
         if let Some(lease) = record.lease.and_then(|l| self.leases.get_mut(&l)) {
-            lease.keys.remove(key);
+            lease.remove_key(key);
         }
         if let Some(owner) = &record.owner {
             self.charge_key(owner, key_bytes(key, &record.value), false);

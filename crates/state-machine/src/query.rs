@@ -180,7 +180,7 @@ impl StateMachine {
             ttl_ms: lease.ttl_ms,
             granted: lease.granted,
             checkpoint_remaining_ms: lease.checkpoint_remaining_ms,
-            keys: lease.keys.iter().cloned().collect(),
+            keys: lease.keys().iter().cloned().collect(),
             claims: lease
                 .claims
                 .iter()

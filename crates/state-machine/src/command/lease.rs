@@ -102,7 +102,7 @@ impl LeaseCheckpoint {
 
 /// Ends a lease and everything it owns, in one revision. Costs what the lease owns.
 fn end_lease(sm: &mut StateMachine, ctx: &mut Ctx, id: LeaseId, end: LeaseEnd) -> Response {
-    let Some(lease) = sm.leases.remove(&id) else {
+    let Some(mut lease) = sm.leases.remove(&id) else {
         return Rejection::LeaseNotFound { lease: id }.into();
     };
     if let Some(owner) = &lease.owner {
@@ -113,14 +113,18 @@ fn end_lease(sm: &mut StateMachine, ctx: &mut Ctx, id: LeaseId, end: LeaseEnd) -
         LeaseEnd::Expired => EventKind::LeaseExpired { lease: id },
     });
     let mut keys_deleted = 0;
-    for key in &lease.keys {
+    for key in lease.keys() {
         if sm.delete_key(ctx, key) {
             keys_deleted += 1;
         }
     }
-    let (holds_released, waits_cancelled) =
-        sm.end_claims_of(ctx, id, lease.claims.into_sorted_vec(), end);
-    for key in lease.idempotency.values() {
+    let (holds_released, waits_cancelled) = sm.end_claims_of(
+        ctx,
+        id,
+        std::mem::take(&mut lease.claims).into_sorted_vec(),
+        end,
+    );
+    for key in lease.idempotency().values() {
         sm.idempotency.remove_owned(key);
     }
     Response::LeaseEnded {
