@@ -715,10 +715,16 @@ async fn scale(locks: usize, window: Duration) {
         !last["holders"].as_array().unwrap().is_empty(),
         "lost a lock: {last}"
     );
+    let at_ready = rss_bytes(cluster.procs[0].0.id());
+    // The lease clock arms its deadlines once the node leads: read again after that.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let settled = rss_bytes(cluster.procs[0].0.id());
     println!(
-        "restart with {locks} locks: ready in {:.2} s, resident {:.1} MiB",
+        "restart with {locks} locks: ready in {:.2} s, resident {:.1} MiB then, {:.1} MiB 5 s later ({} bytes per lock over the empty node)",
         up.as_secs_f64(),
-        rss_bytes(cluster.procs[0].0.id()) as f64 / 1048576.0
+        at_ready as f64 / 1048576.0,
+        settled as f64 / 1048576.0,
+        settled.saturating_sub(rss_before) / locks as u64
     );
 }
 
