@@ -388,10 +388,10 @@ impl Deadlines {
     /// it recorded is not named again until its remaining time halves.
     pub(crate) fn checkpoint_committed(&mut self, chosen: &[(LeaseId, u64)], now: Instant) {
         for (lease, remaining) in chosen {
-            if let Some(deadline) = self.leases.get_mut(lease) {
-                if checkpoint_remaining(deadline, now) == *remaining {
-                    deadline.recorded_ms = Some(*remaining);
-                }
+            if let Some(deadline) = self.leases.get_mut(lease)
+                && checkpoint_remaining(deadline, now) == *remaining
+            {
+                deadline.recorded_ms = Some(*remaining);
             }
         }
     }
