@@ -173,9 +173,10 @@ impl Browser {
         result["result"]["value"].clone()
     }
 
-    /// The text a person sees in the page.
+    /// The text a person sees in the page; empty while a navigation or reload is between
+    /// documents (the new one has no body yet).
     pub async fn text(&mut self) -> String {
-        self.eval("document.body.innerText")
+        self.eval("document.body ? document.body.innerText : ''")
             .await
             .as_str()
             .unwrap_or_default()
