@@ -118,6 +118,17 @@ impl Browser {
     }
 
     async fn call(&mut self, session: Option<&str>, method: &str, params: Value) -> Value {
+        let reply = self.call_or_error(session, method, params).await;
+        reply.unwrap_or_else(|error| panic!("{method}: {error}"))
+    }
+
+    /// A DevTools call; `Err` carries the error Chromium answered with.
+    async fn call_or_error(
+        &mut self,
+        session: Option<&str>,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, Value> {
         self.next_id += 1;
         let id = self.next_id;
         let mut message = json!({"id": id, "method": method, "params": params});
@@ -139,8 +150,10 @@ impl Browser {
             let Message::Text(text) = frame else { continue };
             let reply: Value = serde_json::from_str(&text).unwrap();
             if reply["id"].as_u64() == Some(id) {
-                assert!(reply["error"].is_null(), "{method}: {reply}");
-                return reply["result"].clone();
+                if reply["error"].is_null() {
+                    return Ok(reply["result"].clone());
+                }
+                return Err(reply);
             }
         }
     }
@@ -159,40 +172,50 @@ impl Browser {
 
     /// Evaluates `expression` in the page (awaiting a promise) and returns its value.
     pub async fn eval(&mut self, expression: &str) -> Value {
+        self.try_eval(expression)
+            .await
+            .unwrap_or_else(|error| panic!("{expression}: {error}"))
+    }
+
+    /// The same, or why not: the expression threw, or the page was navigating (a reload
+    /// between two documents answers "Inspected target navigated or closed"). For polls.
+    async fn try_eval(&mut self, expression: &str) -> Result<Value, Value> {
+        let session = self.session.clone();
+        let params = json!({"expression": expression, "returnByValue": true, "awaitPromise": true});
         let result = self
-            .page(
-                "Runtime.evaluate",
-                json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
-            )
-            .await;
-        assert!(
-            result["exceptionDetails"].is_null(),
-            "{expression}: {}",
-            result["exceptionDetails"]
-        );
-        result["result"]["value"].clone()
+            .call_or_error(Some(&session), "Runtime.evaluate", params)
+            .await?;
+        if !result["exceptionDetails"].is_null() {
+            return Err(result["exceptionDetails"].clone());
+        }
+        Ok(result["result"]["value"].clone())
     }
 
     /// The text a person sees in the page; empty while a navigation or reload is between
     /// documents (the new one has no body yet).
     pub async fn text(&mut self) -> String {
-        self.eval("document.body ? document.body.innerText : ''")
+        self.try_eval("document.body ? document.body.innerText : ''")
             .await
-            .as_str()
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default()
-            .to_owned()
     }
 
     /// Waits (at most 30 s: a liveness bound, not a speed check) until `condition` holds.
+    /// An evaluation that fails counts as "not yet" (the page may be reloading); the last
+    /// failure is shown if the wait runs out.
     pub async fn wait_for(&mut self, condition: &str, what: &str) {
         let deadline = Instant::now() + Duration::from_secs(30);
+        let mut failure = Value::Null;
         loop {
-            if self.eval(&format!("Boolean({condition})")).await == json!(true) {
-                return;
+            match self.try_eval(&format!("Boolean({condition})")).await {
+                Ok(Value::Bool(true)) => return,
+                Ok(_) => {}
+                Err(error) => failure = error,
             }
             if Instant::now() > deadline {
                 let text = self.text().await;
-                panic!("waited 30 s for {what}; the page shows:\n{text}");
+                panic!("waited 30 s for {what} (last failure: {failure}); the page shows:\n{text}");
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
