@@ -192,7 +192,9 @@ where
 }
 
 async fn count_leader_changes(state: AppState) {
-    let mut metrics = state.node.raft().metrics();
+    // The server metrics change only with the vote, role or membership; the full metrics
+    // are sent on every turn of openraft's loop and would wake this task for each entry.
+    let mut metrics = state.node.raft().server_metrics();
     let mut leader = metrics.borrow().current_leader;
     loop {
         tokio::select! {

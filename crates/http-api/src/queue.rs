@@ -1,6 +1,7 @@
 //! Queue acquires: the one handler shared by locks, semaphores and elections, held open
 //! while the request is queued. It proposes the acquire; if the request is queued, it
-//! follows this node's applied events until its entry is granted or removed. The deadline
+//! waits until this node applies the grant or removal of its entry (it is woken for that
+//! entry only, `Node::wait_claim`). The deadline
 //! is a replicated command (the leader's `AcquireTimeout`, or the handler's own after a
 //! grace period), so a grant racing the deadline is returned as a grant. A client that goes
 //! away drops the handler; its guard (`claim_guard.rs`, over the whole request) then cancels
@@ -446,10 +447,13 @@ async fn wait(
     enqueued: Revision,
     until: Until,
 ) -> ApiResult<Outcome> {
-    let mut progress = state.node.progress();
+    // Woken only when this entry is granted or cancelled here, not on every apply.
+    let claim = state.node.wait_claim(resource.clone(), enqueued);
     let mut from = enqueued.next();
     loop {
-        progress.borrow_and_update();
+        let mut ended = std::pin::pin!(claim.notified());
+        // Enabled before the scan, so an outcome applied after the scan still wakes it.
+        ended.as_mut().enable();
         match state
             .node
             .read_local(|sm| scan(sm, resource, claimant, enqueued, from))
@@ -458,7 +462,7 @@ async fn wait(
             Scan::Pending(next) => from = next,
         }
         tokio::select! {
-            changed = progress.changed() => if changed.is_err() { return Err(ApiError::shutting_down()) },
+            () = ended => {}
             () = tokio::time::sleep_until(until.at()) => {
                 return match until {
                     Until::Timeout(_) => decide_timeout(state, resource, claimant, enqueued).await,

@@ -7,14 +7,14 @@ use crate::config::NodeConfig;
 use crate::error::NodeError;
 use crate::membership::{self, MemberChange};
 use crate::network::{self, NetworkFactory, PeerClient, PeerError, PeerFailure};
-use crate::store::{self, AppliedBatch, AppliedProgress, LeaseRecords, SmShared};
-use crate::types::{NodeAddr, NodeId, Raft, RaftError, RaftMetrics, leading_term};
+use crate::store::{self, AppliedBatch, AppliedProgress, ClaimWait, LeaseRecords, SmShared};
+use crate::types::{NodeAddr, NodeId, Raft, RaftError, ServerMetrics, leading_term};
 use crate::worker::lease_clock::{self, ClockConfig, ClockPort, ClockRequest, KeepaliveAnswer};
 use crate::worker::proposer::{self, BatchBounds, Pending};
 use crate::worker::reader::{self, ReadReply};
 use crate::worker::snapshot;
 use baton_state_machine::{
-    Applied, Command, LeaseCheckpoint, LeaseId, Proposal, Revision, StateMachine,
+    Applied, Command, LeaseCheckpoint, LeaseId, Proposal, ResourceId, Revision, StateMachine,
 };
 use openraft::error::InitializeError;
 use serde::de::DeserializeOwned;
@@ -298,7 +298,7 @@ impl Node {
 
     /// Whether this node is the leader right now (as far as it knows).
     pub fn is_leader(&self) -> bool {
-        leading_term(&self.inner.raft.metrics().borrow()).is_some()
+        leading_term(&self.inner.raft.server_metrics().borrow()).is_some()
     }
 
     /// The leader this node knows of, with its addresses.
@@ -501,6 +501,12 @@ impl Node {
     /// machine's event window (`events_since`).
     pub fn events(&self) -> broadcast::Receiver<Arc<AppliedBatch>> {
         self.inner.sm.events()
+    }
+
+    /// Registers a wait for a queue entry (`resource`, enqueued at `enqueued`): its
+    /// `notified()` completes when a grant or cancel of that entry is applied here.
+    pub fn wait_claim(&self, resource: ResourceId, enqueued: Revision) -> ClaimWait {
+        self.inner.sm.wait_claim(resource, enqueued)
     }
 
     /// Waits until this node has applied `index`.
@@ -716,8 +722,8 @@ impl Node {
 
 /// The lease clock's view of the node: it sees the node only through this port.
 impl ClockPort for Node {
-    fn metrics(&self) -> watch::Receiver<RaftMetrics> {
-        self.inner.raft.metrics()
+    fn metrics(&self) -> watch::Receiver<ServerMetrics> {
+        self.inner.raft.server_metrics()
     }
 
     fn events(&self) -> broadcast::Receiver<Arc<AppliedBatch>> {

@@ -65,6 +65,10 @@ pub type StorageError = openraft::StorageError<NodeId>;
 pub type Raft = openraft::Raft<TypeConfig>;
 /// Raft metrics.
 pub type RaftMetrics = openraft::RaftMetrics<NodeId, NodeAddr>;
+/// The server part of the Raft metrics (vote, role, leader, membership): published only
+/// when one of them changes, unlike [`RaftMetrics`], which is sent on every turn of
+/// openraft's loop, so a task that follows leadership should watch this one.
+pub type ServerMetrics = openraft::metrics::RaftServerMetrics<NodeId, NodeAddr>;
 /// openraft's error wrapper, with an API error `E`.
 pub type RaftError<E = openraft::error::Infallible> = openraft::error::RaftError<NodeId, E>;
 /// An RPC error towards a peer.
@@ -75,11 +79,19 @@ pub type ClientWriteError = openraft::error::ClientWriteError<NodeId, NodeAddr>;
 /// The read-index error.
 pub type CheckIsLeaderError = openraft::error::CheckIsLeaderError<NodeId, NodeAddr>;
 
-/// The term this node leads, as its own Raft metrics show: `Some(term)` when it is the leader
-/// and names itself leader, `None` otherwise. The crate's one leadership check; a quorum
-/// confirms it with a read index (`worker::reader::read_index`).
-pub(crate) fn leading_term(metrics: &RaftMetrics) -> Option<u64> {
-    let leads = metrics.state == openraft::ServerState::Leader
-        && metrics.current_leader == Some(metrics.id);
-    leads.then_some(metrics.current_term)
+/// The term this node leads, as its own Raft server metrics show: `Some(term)` when it is
+/// the leader and names itself leader, `None` otherwise. The crate's one leadership check; a
+/// quorum confirms it with a read index (`worker::reader::read_index`).
+pub(crate) fn leading_term(metrics: &ServerMetrics) -> Option<u64> {
+    leads(metrics.state, metrics.current_leader, metrics.id)
+        .then(|| metrics.vote.leader_id().get_term())
+}
+
+/// [`leading_term`] read from the full metrics, for a task that watches them anyway.
+pub(crate) fn leading_term_of(metrics: &RaftMetrics) -> Option<u64> {
+    leads(metrics.state, metrics.current_leader, metrics.id).then_some(metrics.current_term)
+}
+
+fn leads(state: openraft::ServerState, leader: Option<NodeId>, id: NodeId) -> bool {
+    state == openraft::ServerState::Leader && leader == Some(id)
 }

@@ -123,7 +123,7 @@ pub(crate) async fn watch(
     let tick = Duration::from_millis(state.config.watch_progress_ms);
     let stream = WatchStream {
         progress: state.node.progress(),
-        raft: state.node.raft().metrics(),
+        raft: state.node.raft().server_metrics(),
         leaderless_since: None,
         open: OpenWatch::new(&state),
         quota,
@@ -167,7 +167,7 @@ struct WatchStream {
     progress: watch::Receiver<AppliedProgress>,
     /// Raft's view: a node that knows no leader for an election timeout ends its watches
     /// (etcd's require-leader), so a client learns it is cut off and goes elsewhere.
-    raft: watch::Receiver<baton_raft_node::RaftMetrics>,
+    raft: watch::Receiver<baton_raft_node::ServerMetrics>,
     leaderless_since: Option<tokio::time::Instant>,
     buffer: VecDeque<SseEvent>,
     /// Events this stream has taken from the window.

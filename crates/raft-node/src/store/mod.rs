@@ -8,11 +8,13 @@
 //! entry is never lost (it is in the flushed log) and never applied twice (the snapshot
 //! records the last entry it contains).
 
+mod claim_waits;
 pub mod crash;
 mod lease_records;
 mod log_store;
 mod sm_store;
 
+pub use claim_waits::ClaimWait;
 pub(crate) use lease_records::LeaseRecords;
 pub use log_store::LogStore;
 pub use sm_store::{AppliedBatch, AppliedProgress, SmShared, SmStore};

@@ -2,6 +2,7 @@
 //! snapshots in sled. Readers (the node's queries, watches, the lease clock) share the same
 //! state through [`SmShared`].
 
+use super::claim_waits::{ClaimWait, ClaimWaits};
 use super::crash::CrashHooks;
 use super::lease_records::LeaseRecords;
 use crate::codec;
@@ -11,7 +12,7 @@ use crate::types::{
     TypeConfig,
 };
 use crate::worker::clock_now;
-use baton_state_machine::{Command, Event, Revision, StateMachine};
+use baton_state_machine::{Command, Event, ResourceId, Revision, StateMachine};
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
 use std::io::Cursor;
@@ -61,6 +62,8 @@ pub struct SmShared {
     state: RwLock<SmState>,
     progress: watch::Sender<AppliedProgress>,
     events: broadcast::Sender<Arc<AppliedBatch>>,
+    /// Held-open acquires, woken when their queue entry is granted or cancelled.
+    claim_waits: Arc<ClaimWaits>,
 }
 
 impl SmShared {
@@ -95,6 +98,11 @@ impl SmShared {
     /// Events as they are applied.
     pub fn events(&self) -> broadcast::Receiver<Arc<AppliedBatch>> {
         self.events.subscribe()
+    }
+
+    /// Registers a wait for the queue entry enqueued at `enqueued` on `resource`.
+    pub fn wait_claim(&self, resource: ResourceId, enqueued: Revision) -> ClaimWait {
+        self.claim_waits.register(resource, enqueued)
     }
 }
 
@@ -140,6 +148,7 @@ impl SmStore {
             state: RwLock::new(state),
             progress: watch::channel(progress).0,
             events: broadcast::channel(EVENT_CHANNEL_CAPACITY).0,
+            claim_waits: Arc::default(),
         });
         Ok(SmStore {
             shared,
@@ -306,6 +315,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             }
         };
         if !events.is_empty() {
+            self.shared.claim_waits.wake(&events);
             // Nobody listening is fine: watches subscribe when they start.
             let _ = self.shared.events.send(Arc::new(AppliedBatch {
                 revision: progress.revision,
@@ -352,6 +362,9 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             }
         };
         tracing::info!(snapshot = %meta.snapshot_id, revision = %progress.revision, "snapshot installed");
+        // The events of the skipped entries were never applied here: every waiter looks
+        // at the new state.
+        self.shared.claim_waits.wake_all();
         self.shared.progress.send_replace(progress);
         Ok(())
     }

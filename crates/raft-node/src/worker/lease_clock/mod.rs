@@ -12,8 +12,10 @@
 //!   state and events, confirm leadership, propose); `node.rs` implements it.
 //! - this file: the task ([`run`]) and its settings ([`ClockConfig`], read once at start).
 //!
-//! Owns: the deadlines. Woken by: applied events, leadership changes, keepalive and
-//! remaining-TTL requests, the earliest deadline, the checkpoint tick.
+//! Owns: the deadlines. Woken by: leadership changes (the server metrics, not the full
+//! ones, which openraft sends on every turn of its loop), keepalive and remaining-TTL
+//! requests, and while leader also applied events, the earliest deadline and the
+//! checkpoint tick.
 //! Stops: when the node's token is cancelled.
 
 mod deadlines;
@@ -23,9 +25,11 @@ pub(crate) use deadlines::{Expiry, KeepaliveAnswer};
 pub(crate) use port::ClockPort;
 
 use crate::config::NodeConfig;
-use crate::types::{RaftMetrics, leading_term};
+use crate::store::AppliedBatch;
+use crate::types::{ServerMetrics, leading_term};
 use baton_state_machine::{Command, LeaseCheckpoint, LeaseId, Proposal};
 use deadlines::{Deadlines, Due, observe, promote};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
@@ -95,7 +99,9 @@ pub(crate) async fn run<P: ClockPort>(
     let checkpoint_every = Duration::from_millis(config.checkpoint_interval_ms);
     let retry = Duration::from_millis(config.retry_ms);
     let mut metrics = port.metrics();
-    let mut events = port.events();
+    // Applied events, followed only while this node leads: a follower's clock has nothing
+    // to do with them, and a subscription would wake it on every apply.
+    let mut events = None;
     let mut deadlines = Deadlines::new(config.expiry);
     // The term this clock armed its deadlines in; `None` when not leader. A node that is
     // leader again in a later term re-arms: another leader may have acknowledged
@@ -108,7 +114,7 @@ pub(crate) async fn run<P: ClockPort>(
             armed_term = None;
             // Events applied while arming arrive again through the new subscription;
             // observing them twice is harmless.
-            events = port.events();
+            events = Some(port.events());
             if arm(&port, &mut deadlines, config).await {
                 armed_term = Some(term);
                 next_checkpoint = now() + checkpoint_every;
@@ -116,6 +122,7 @@ pub(crate) async fn run<P: ClockPort>(
             }
         } else if leading.is_none() && armed_term.is_some() {
             armed_term = None;
+            events = None;
             deadlines.clear();
             tracing::info!("lease clock: not leader, deadlines dropped");
         }
@@ -139,7 +146,7 @@ pub(crate) async fn run<P: ClockPort>(
         tokio::select! {
             () = cancel.cancelled() => break,
             changed = metrics.changed() => if changed.is_err() { break },
-            batch = events.recv() => match batch {
+            batch = next_batch(&mut events) => match batch {
                 Ok(batch) => if leader {
                     let now = now();
                     for e in &batch.events {
@@ -171,6 +178,16 @@ pub(crate) async fn run<P: ClockPort>(
                 fire(&port, &metrics, &mut deadlines, armed_term, retry).await;
             },
         }
+    }
+}
+
+/// The next applied batch, or never without a subscription.
+async fn next_batch(
+    events: &mut Option<broadcast::Receiver<Arc<AppliedBatch>>>,
+) -> Result<Arc<AppliedBatch>, broadcast::error::RecvError> {
+    match events {
+        Some(events) => events.recv().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -217,7 +234,7 @@ fn next_wake(
 }
 
 /// Whether the deadlines were armed in the term this node leads now.
-fn armed_now(metrics: &watch::Receiver<RaftMetrics>, armed_term: Option<u64>) -> bool {
+fn armed_now(metrics: &watch::Receiver<ServerMetrics>, armed_term: Option<u64>) -> bool {
     armed_term.is_some() && leading_term(&metrics.borrow()) == armed_term
 }
 
@@ -284,7 +301,7 @@ async fn propose_checkpoint<P: ClockPort>(
 /// retried `retry` later rather than forgotten.
 async fn fire<P: ClockPort>(
     port: &P,
-    metrics: &watch::Receiver<RaftMetrics>,
+    metrics: &watch::Receiver<ServerMetrics>,
     deadlines: &mut Deadlines,
     armed_term: Option<u64>,
     retry: Duration,
@@ -341,10 +358,10 @@ async fn propose_all<P: ClockPort>(port: &P, due: Vec<Due>) -> Vec<Due> {
 mod tests {
     use super::*;
     use crate::error::NodeError;
-    use crate::store::{AppliedBatch, LeaseRecords};
+    use crate::store::LeaseRecords;
     use baton_state_machine::{Applied, LeaseGrant, Response, StateMachine};
-    use openraft::ServerState;
-    use std::sync::{Arc, Mutex};
+    use openraft::{ServerState, Vote};
+    use std::sync::Mutex;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
@@ -376,7 +393,7 @@ mod tests {
     /// what is proposed at once and records it.
     #[derive(Clone)]
     struct OneNode {
-        metrics: Arc<watch::Sender<RaftMetrics>>,
+        metrics: Arc<watch::Sender<ServerMetrics>>,
         events: broadcast::Sender<Arc<AppliedBatch>>,
         sm: Arc<Mutex<StateMachine>>,
         proposed: Arc<Mutex<Vec<Command>>>,
@@ -385,7 +402,13 @@ mod tests {
     impl OneNode {
         fn leading(term: u64) -> OneNode {
             let node = OneNode {
-                metrics: Arc::new(watch::channel(RaftMetrics::new_initial(1)).0),
+                metrics: Arc::new(
+                    watch::channel(ServerMetrics {
+                        id: 1,
+                        ..ServerMetrics::default()
+                    })
+                    .0,
+                ),
                 events: broadcast::channel(64).0,
                 sm: Arc::default(),
                 proposed: Arc::default(),
@@ -398,7 +421,7 @@ mod tests {
             self.metrics.send_modify(|m| {
                 m.state = ServerState::Leader;
                 m.current_leader = Some(m.id);
-                m.current_term = term;
+                m.vote = Vote::new_committed(term, m.id);
             });
         }
 
@@ -443,7 +466,7 @@ mod tests {
     }
 
     impl ClockPort for OneNode {
-        fn metrics(&self) -> watch::Receiver<RaftMetrics> {
+        fn metrics(&self) -> watch::Receiver<ServerMetrics> {
             self.metrics.subscribe()
         }
 

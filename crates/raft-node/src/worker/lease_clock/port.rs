@@ -6,7 +6,7 @@
 
 use crate::error::NodeError;
 use crate::store::{AppliedBatch, LeaseRecords};
-use crate::types::RaftMetrics;
+use crate::types::ServerMetrics;
 use baton_state_machine::{Applied, Proposal, StateMachine};
 use std::sync::Arc;
 use tokio::sync::{broadcast, watch};
@@ -14,9 +14,9 @@ use tokio::sync::{broadcast, watch};
 /// The lease clock's view of its node: leadership, applied state and events, and the two
 /// leader-only operations it performs (confirm leadership, propose).
 pub(crate) trait ClockPort: Clone + Send + Sync + 'static {
-    /// This node's Raft metrics, to follow leadership changes (read them with
-    /// `types::leading_term`).
-    fn metrics(&self) -> watch::Receiver<RaftMetrics>;
+    /// This node's Raft server metrics, to follow leadership changes (read them with
+    /// `types::leading_term`); they change only with the vote, role or membership.
+    fn metrics(&self) -> watch::Receiver<ServerMetrics>;
 
     /// Events as this node applies them, from now on.
     fn events(&self) -> broadcast::Receiver<Arc<AppliedBatch>>;
