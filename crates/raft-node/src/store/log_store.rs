@@ -1,6 +1,8 @@
 //! `RaftLogStorage` on sled. Every operation is one atomic `Batch`; nothing is reported
-//! saved before `flush_async` returned (sled loses unflushed writes even on a plain crash).
+//! saved before a flush that began after it returned (sled loses unflushed writes even on
+//! a plain crash). Flushes run on the node's own flush thread (`flusher.rs`).
 
+use super::flusher::Flusher;
 use crate::codec;
 use crate::error::NodeError;
 use crate::types::{Entry, LogId, NodeId, StorageError, TypeConfig, Vote};
@@ -28,7 +30,7 @@ fn entry_key(index: u64) -> [u8; 9] {
 /// The Raft log, vote and commit pointer. Cloning shares the same tree.
 #[derive(Clone)]
 pub struct LogStore {
-    db: sled::Db,
+    flusher: Flusher,
     tree: sled::Tree,
     /// The last committed index this node saved, for status reports (0: none).
     committed: Arc<AtomicU64>,
@@ -41,8 +43,9 @@ impl LogStore {
         let tree = db
             .open_tree("raft")
             .map_err(|e| NodeError::Storage(e.to_string()))?;
+        let flusher = Flusher::start(db).map_err(|e| NodeError::Storage(e.to_string()))?;
         let store = LogStore {
-            db,
+            flusher,
             tree,
             committed: Arc::new(AtomicU64::new(0)),
             fsync_seconds: None,
@@ -84,11 +87,11 @@ impl LogStore {
 
     async fn flush(&self) -> Result<(), std::io::Error> {
         let started = std::time::Instant::now();
-        let flushed = self.db.flush_async().await;
+        let flushed = self.flusher.flush().await;
         if let Some(h) = &self.fsync_seconds {
             h.observe(started.elapsed().as_secs_f64());
         }
-        flushed.map(|_| ()).map_err(std::io::Error::other)
+        flushed
     }
 
     fn last_entry_id(&self) -> Result<Option<LogId>, StorageIOError<NodeId>> {

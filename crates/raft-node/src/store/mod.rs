@@ -10,6 +10,7 @@
 
 mod claim_waits;
 pub mod crash;
+mod flusher;
 mod lease_records;
 mod log_store;
 mod sm_store;
