@@ -112,9 +112,18 @@ async fn node_far_behind_receives_a_snapshot() {
             .await
             .unwrap();
     }
+    // openraft purges after the snapshot is built, and defers it while a replication to
+    // the stopped follower may still read those entries: wait for it (bounded).
+    let mut metrics = cluster.node(leader).raft().metrics();
+    let purged = metrics.wait_for(|m| m.purged.is_some());
+    // The `Ref` it returns holds the metrics' lock: keep only whether it came.
+    let purged = matches!(
+        tokio::time::timeout(Duration::from_secs(30), purged).await,
+        Ok(Ok(_))
+    );
     let status = cluster.node(leader).status();
     assert!(
-        status.purged_index.is_some(),
+        purged && status.purged_index.is_some(),
         "the leader purged its log: {status:?}"
     );
     cluster.restart(follower).await;
