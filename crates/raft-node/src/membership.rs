@@ -13,7 +13,7 @@
 
 use crate::error::NodeError;
 use crate::node::Node;
-use crate::types::{ClientWriteError, NodeAddr, NodeId, RaftError, RaftMetrics, leading_term_of};
+use crate::types::{ClientWriteError, NodeAddr, NodeId, RaftError, RaftMetrics};
 use openraft::ChangeMembers;
 use openraft::error::ChangeMembershipError;
 use serde::{Deserialize, Serialize};
@@ -282,7 +282,7 @@ async fn wait_caught_up(node: &Node, id: NodeId, deadline: Instant) -> bool {
             if is_caught_up(&m, id, lag) {
                 return true;
             }
-            if leading_term_of(&m).is_none() {
+            if !node.is_leader() {
                 return false;
             }
         }

@@ -83,15 +83,7 @@ pub type CheckIsLeaderError = openraft::error::CheckIsLeaderError<NodeId, NodeAd
 /// the leader and names itself leader, `None` otherwise. The crate's one leadership check; a
 /// quorum confirms it with a read index (`worker::reader::read_index`).
 pub(crate) fn leading_term(metrics: &ServerMetrics) -> Option<u64> {
-    leads(metrics.state, metrics.current_leader, metrics.id)
-        .then(|| metrics.vote.leader_id().get_term())
-}
-
-/// [`leading_term`] read from the full metrics, for a task that watches them anyway.
-pub(crate) fn leading_term_of(metrics: &RaftMetrics) -> Option<u64> {
-    leads(metrics.state, metrics.current_leader, metrics.id).then_some(metrics.current_term)
-}
-
-fn leads(state: openraft::ServerState, leader: Option<NodeId>, id: NodeId) -> bool {
-    state == openraft::ServerState::Leader && leader == Some(id)
+    let leads = metrics.state == openraft::ServerState::Leader
+        && metrics.current_leader == Some(metrics.id);
+    leads.then(|| metrics.vote.leader_id().get_term())
 }

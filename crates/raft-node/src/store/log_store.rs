@@ -1,5 +1,6 @@
-//! `RaftLogStorage` on sled. Every operation is one atomic `Batch`; nothing is reported
-//! saved before a flush that began after it returned (sled loses unflushed writes even on
+//! `RaftLogStorage` on sled. Every operation is one insert or one atomic `Batch` (a
+//! one-entry append is a plain insert, decision #101); nothing is reported saved before a
+//! flush that began after it returned (sled loses unflushed writes even on
 //! a plain crash). Flushes run on the node's own flush thread (`flusher.rs`).
 
 use super::flusher::Flusher;
