@@ -10,16 +10,15 @@
 //! From the same events it keeps per-resource samples over a recent window (`WINDOW`):
 //! grants, how long each grant had waited, how long each hold lasted, timeouts and lease
 //! expiries. Everything here is per node, in memory, bounded, and rebuilt from nothing on
-//! restart. Owns: both tables. Woken by: applied events (`Node::events`). Stops: with the
-//! API's shutdown token.
+//! restart. Owns: both tables. Fed by: the node's apply path (`Node::observe_applied`,
+//! registered while `serve` runs), so no task wakes per entry for it.
 
-use crate::state::AppState;
+use baton_raft_node::{AppliedBatch, ApplyObserver};
 use baton_state_machine::{CancelReason, EventKind, ReleaseReason, ResourceKind};
 use baton_wire::{Age, LockStats};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use tokio::sync::broadcast::error::RecvError;
 
 /// Revisions whose apply time is remembered.
 const CLOCK_REVISIONS_MAX: usize = 65_536;
@@ -269,22 +268,15 @@ fn summarise(kind: ResourceKind, name: &str, r: &ResourceSamples) -> LockStats {
     }
 }
 
-/// Follows this node's applied events into `state.activity` until shutdown.
-pub(crate) async fn follow(state: AppState) {
-    let mut events = state.node.events();
-    loop {
-        let batch = tokio::select! {
-            batch = events.recv() => batch,
-            () = state.shutdown.cancelled() => return,
-        };
-        match batch {
-            Ok(batch) => state.activity.record(&batch.events, Instant::now()),
-            Err(RecvError::Lagged(missed)) => {
-                tracing::debug!(missed, "activity fell behind the applied events");
-                state.activity.forget_times();
-            }
-            Err(RecvError::Closed) => return,
-        }
+/// The activity tables are fed on the apply path (registered by `serve` for its run).
+impl ApplyObserver for Activity {
+    fn applied(&self, batch: &AppliedBatch) {
+        self.record(&batch.events, Instant::now());
+    }
+
+    fn replaced(&self) {
+        // The skipped entries' events were never seen: ages would be wrong, not just old.
+        self.forget_times();
     }
 }
 

@@ -169,7 +169,7 @@ where
     L::Addr: std::fmt::Debug,
 {
     let leader_watch = state.tracker.spawn(count_leader_changes(state.clone()));
-    let activity = state.tracker.spawn(activity::follow(state.clone()));
+    let _activity = state.node.observe_applied(state.activity.clone());
     let stop = state.shutdown.clone();
     let result = axum::serve(listener, router(state.clone()))
         .with_graceful_shutdown(async move {
@@ -180,7 +180,6 @@ where
         .await;
     state.shutdown.cancel();
     leader_watch.abort();
-    activity.abort();
     state.tracker.close();
     if tokio::time::timeout(DRAIN_GRACE, state.tracker.wait())
         .await

@@ -41,5 +41,5 @@ pub use membership::{Identity, MemberChange};
 pub use node::{ClusterStatus, MemberStatus, Node};
 pub use secret::Secret;
 pub use stats::{ForwardLabels, NodeStats};
-pub use store::{AppliedBatch, AppliedProgress, ClaimWait};
+pub use store::{AppliedBatch, AppliedProgress, ApplyObserver, ClaimWait, Observing};
 pub use types::*;

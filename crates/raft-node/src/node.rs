@@ -7,7 +7,10 @@ use crate::config::NodeConfig;
 use crate::error::NodeError;
 use crate::membership::{self, MemberChange};
 use crate::network::{self, NetworkFactory, PeerClient, PeerError, PeerFailure};
-use crate::store::{self, AppliedBatch, AppliedProgress, ClaimWait, LeaseRecords, SmShared};
+use crate::store::{
+    self, AppliedBatch, AppliedProgress, ApplyObserver, ClaimWait, LeaseRecords, Observing,
+    SmShared,
+};
 use crate::types::{NodeAddr, NodeId, Raft, RaftError, ServerMetrics, leading_term};
 use crate::worker::lease_clock::{self, ClockConfig, ClockPort, ClockRequest, KeepaliveAnswer};
 use crate::worker::proposer::{self, BatchBounds, Pending};
@@ -507,6 +510,12 @@ impl Node {
     /// `notified()` completes when a grant or cancel of that entry is applied here.
     pub fn wait_claim(&self, resource: ResourceId, enqueued: Revision) -> ClaimWait {
         self.inner.sm.wait_claim(resource, enqueued)
+    }
+
+    /// Tells `observer` of every batch this node applies, on the apply path, until the
+    /// returned handle is dropped (see [`ApplyObserver`]).
+    pub fn observe_applied(&self, observer: Arc<dyn ApplyObserver>) -> Observing {
+        self.inner.sm.observe(observer)
     }
 
     /// Waits until this node has applied `index`.

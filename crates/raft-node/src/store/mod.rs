@@ -13,11 +13,13 @@ pub mod crash;
 mod flusher;
 mod lease_records;
 mod log_store;
+mod observers;
 mod sm_store;
 
 pub use claim_waits::ClaimWait;
 pub(crate) use lease_records::LeaseRecords;
 pub use log_store::LogStore;
+pub use observers::{ApplyObserver, Observing};
 pub use sm_store::{AppliedBatch, AppliedProgress, SmShared, SmStore};
 
 use crate::error::NodeError;

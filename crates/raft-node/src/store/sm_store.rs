@@ -5,6 +5,7 @@
 use super::claim_waits::{ClaimWait, ClaimWaits};
 use super::crash::CrashHooks;
 use super::lease_records::LeaseRecords;
+use super::observers::{ApplyObserver, Observers, Observing, ProgressAlarm};
 use crate::codec;
 use crate::error::NodeError;
 use crate::types::{
@@ -64,6 +65,10 @@ pub struct SmShared {
     events: broadcast::Sender<Arc<AppliedBatch>>,
     /// Held-open acquires, woken when their queue entry is granted or cancelled.
     claim_waits: Arc<ClaimWaits>,
+    /// Told of each applied batch on the apply path.
+    observers: Arc<Observers>,
+    /// Wakes the snapshot pacer once progress reaches its marks.
+    alarm: ProgressAlarm,
 }
 
 impl SmShared {
@@ -103,6 +108,16 @@ impl SmShared {
     /// Registers a wait for the queue entry enqueued at `enqueued` on `resource`.
     pub fn wait_claim(&self, resource: ResourceId, enqueued: Revision) -> ClaimWait {
         self.claim_waits.register(resource, enqueued)
+    }
+
+    /// Registers `observer` for every applied batch until the handle is dropped.
+    pub fn observe(&self, observer: Arc<dyn ApplyObserver>) -> Observing {
+        self.observers.register(observer)
+    }
+
+    /// The alarm the snapshot pacer sleeps on.
+    pub(crate) fn alarm(&self) -> &ProgressAlarm {
+        &self.alarm
     }
 }
 
@@ -149,6 +164,8 @@ impl SmStore {
             progress: watch::channel(progress).0,
             events: broadcast::channel(EVENT_CHANNEL_CAPACITY).0,
             claim_waits: Arc::default(),
+            observers: Arc::default(),
+            alarm: ProgressAlarm::new(progress),
         });
         Ok(SmStore {
             shared,
@@ -316,13 +333,16 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         };
         if !events.is_empty() {
             self.shared.claim_waits.wake(&events);
-            // Nobody listening is fine: watches subscribe when they start.
-            let _ = self.shared.events.send(Arc::new(AppliedBatch {
+            let batch = Arc::new(AppliedBatch {
                 revision: progress.revision,
                 events,
-            }));
+            });
+            self.shared.observers.applied(&batch);
+            // Nobody listening is fine: watches subscribe when they start.
+            let _ = self.shared.events.send(batch);
         }
         self.shared.progress.send_replace(progress);
+        self.shared.alarm.progress(progress);
         Ok(replies)
     }
 
@@ -365,7 +385,9 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         // The events of the skipped entries were never applied here: every waiter looks
         // at the new state.
         self.shared.claim_waits.wake_all();
+        self.shared.observers.replaced();
         self.shared.progress.send_replace(progress);
+        self.shared.alarm.progress(progress);
         Ok(())
     }
 

@@ -10,7 +10,9 @@
 //! to the state (constant per command at any size), and the log replayed on a restart stays
 //! within about half the state's item count in commands beyond the entry floor.
 //!
-//! Owns: nothing. Woken by: applied progress. Stops: when the node's token is cancelled.
+//! Owns: nothing. Woken by: the store's progress alarm, set to the next index and command
+//! count at which a snapshot could be due (not by every apply). Stops: when the node's
+//! token is cancelled.
 
 use crate::store::SmShared;
 use crate::types::Raft;
@@ -26,44 +28,61 @@ pub(crate) fn due(entries: u64, floor: u64, commands: u64, items: u64) -> bool {
     entries >= floor && commands.saturating_mul(COMMANDS_PER_ITEM) >= items
 }
 
+/// The earliest progress at which [`due`] can hold again: the log index `floor` entries
+/// past the snapshot at `snapshot`, and the command count that covers `items` after
+/// `asked_at`.
+pub(crate) fn next_marks(snapshot: u64, floor: u64, asked_at: u64, items: u64) -> (u64, u64) {
+    (
+        snapshot.saturating_add(floor),
+        asked_at.saturating_add(items.div_ceil(COMMANDS_PER_ITEM)),
+    )
+}
+
 /// The snapshot task: asks openraft for a snapshot whenever [`due`] says so, until `cancel`.
+/// Between checks it sleeps until progress reaches [`next_marks`]; the marks are taken
+/// with the snapshot index and item count of the check, so a snapshot that completes or a
+/// state that grows in between only makes the next check come early (and set new marks).
 pub(crate) async fn run(raft: Raft, sm: Arc<SmShared>, floor: u64, cancel: CancellationToken) {
-    let mut progress = sm.progress();
+    let progress = sm.progress();
     let metrics = raft.metrics();
     // Commands applied (by this process's count) when a snapshot was last asked for.
     let mut asked_at = progress.borrow().commands;
     loop {
-        tokio::select! {
-            changed = progress.changed() => if changed.is_err() { break },
-            () = cancel.cancelled() => break,
-        }
-        let applied = *progress.borrow_and_update();
+        let applied = *progress.borrow();
         let snapshot = metrics.borrow().snapshot.map_or(0, |l| l.index);
         let entries = applied.log_index.saturating_sub(snapshot);
-        if entries < floor {
-            // Below the floor nothing is due: skip the state lock on this apply.
-            continue;
-        }
-        let items = sm.query(|s| {
-            let c = s.counts();
-            c.keys + c.leases + c.locks + c.semaphores + c.elections
-        });
-        if due(entries, floor, applied.commands - asked_at, items) {
-            // openraft ignores the request while a snapshot is being built (only at
-            // start-up, when it builds one itself after a purge); the next request then
-            // comes after as many commands again.
-            if raft.trigger().snapshot().await.is_err() {
-                break;
+        let items = if entries < floor {
+            // Below the floor nothing is due: the item count can wait for the floor.
+            0
+        } else {
+            let items = sm.query(|s| {
+                let c = s.counts();
+                c.keys + c.leases + c.locks + c.semaphores + c.elections
+            });
+            if due(entries, floor, applied.commands - asked_at, items) {
+                // openraft ignores the request while a snapshot is being built (only at
+                // start-up, when it builds one itself after a purge); the next request
+                // then comes after as many commands again.
+                if raft.trigger().snapshot().await.is_err() {
+                    break;
+                }
+                asked_at = applied.commands;
+                tracing::debug!(index = applied.log_index, items, "snapshot requested");
             }
-            asked_at = applied.commands;
-            tracing::debug!(index = applied.log_index, items, "snapshot requested");
+            items
+        };
+        let (index, commands) = next_marks(snapshot, floor, asked_at, items);
+        sm.alarm().set(index, commands);
+        tokio::select! {
+            () = sm.alarm().rung() => {}
+            () = cancel.cancelled() => break,
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::due;
+    use super::{due, next_marks};
 
     #[test]
     fn small_states_follow_the_entry_floor_and_big_ones_wait_for_half_their_size() {
@@ -73,5 +92,14 @@ mod tests {
         // commands, however many entries they came in.
         assert!(!due(50_000, 10_000, 999_999, 2_000_000));
         assert!(due(50_000, 10_000, 1_000_000, 2_000_000));
+    }
+
+    #[test]
+    fn the_next_marks_are_where_due_can_first_hold() {
+        let (index, commands) = next_marks(50_000, 10_000, 300, 2_000_001);
+        assert_eq!((index, commands), (60_000, 1_000_301));
+        assert!(due(index - 50_000, 10_000, commands - 300, 2_000_001));
+        assert!(!due(index - 50_000, 10_000, commands - 301, 2_000_001));
+        assert!(!due(index - 50_001, 10_000, commands - 300, 2_000_001));
     }
 }
