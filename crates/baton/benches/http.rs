@@ -9,6 +9,7 @@
 //! - `only=baton` or `only=etcd`;
 //! - `rows=a;b`: only the rows whose label contains one of these strings;
 //! - `server_threads=N`: tokio worker threads per baton server (default one per core);
+//! - `etcd_procs=N`: `GOMAXPROCS` of each etcd server (default one per core);
 //! - `baton=PATH`: the baton binary to start (default: this build's), to compare builds.
 //!
 //! - `scale` (or `scale=N`): instead of the comparison, one node holding 1 000 000 (or N)
@@ -114,6 +115,12 @@ fn server_threads() -> Option<String> {
     std::env::args().find_map(|a| a.strip_prefix("server_threads=").map(str::to_owned))
 }
 
+/// `etcd_procs=N`: Go scheduler threads (`GOMAXPROCS`) of each etcd server (default: one
+/// per core), to compare with `server_threads=N`.
+fn etcd_procs() -> Option<String> {
+    std::env::args().find_map(|a| a.strip_prefix("etcd_procs=").map(str::to_owned))
+}
+
 async fn start_baton(http: &reqwest::Client, nodes: u64) -> Cluster {
     let dir = tempfile::TempDir::new_in(".").unwrap();
     let mut file = String::new();
@@ -192,6 +199,7 @@ async fn start_etcd(http: &reqwest::Client) -> Cluster {
                     ])
                     .args(["--initial-cluster-token", "bench", "--log-level", "error"])
                     .args(["--logger", "zap"])
+                    .envs(etcd_procs().map(|n| ("GOMAXPROCS", n)))
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
                     .spawn()

@@ -76,6 +76,10 @@ pub struct ServeArgs {
     /// Anyone who reaches the port can then take and break every lock.
     #[arg(long)]
     insecure_allow_open: bool,
+    /// Runtime worker threads (default: one per core). Nodes that share a machine run
+    /// faster with the cores split between them (docs/operations.md).
+    #[arg(long, env = "BATON_WORKER_THREADS", value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    worker_threads: Option<u16>,
     /// Serve the client API over TLS with this certificate chain (PEM); re-read on SIGHUP.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -225,7 +229,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         warnings,
         ..ApiConfig::default()
     };
-    let runtime = tokio::runtime::Runtime::new().context("tokio runtime")?;
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = args.worker_threads {
+        runtime.worker_threads(usize::from(n));
+    }
+    let runtime = runtime.enable_all().build().context("tokio runtime")?;
     runtime.block_on(serve(config, api, auth))
 }
 
