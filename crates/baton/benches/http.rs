@@ -18,7 +18,8 @@
 //!
 //! etcd is `etcd` on the PATH (Debian `etcd-server`); without it, baton runs alone. Each
 //! row prints throughput, p50/p99 latency and the servers' CPU time per operation (user +
-//! system, all three processes, from `/proc/<pid>/stat`). The idle CPU of each cluster is
+//! system, all three processes, from `/proc/<pid>/stat`), and with both systems the ratios
+//! baton / etcd of throughput and of CPU per operation. The idle CPU of each cluster is
 //! measured first, over the same window.
 
 #![allow(
@@ -799,7 +800,7 @@ fn main() {
         );
     }
     println!(
-        "| workload | {} | baton / etcd |",
+        "| workload | {} | baton / etcd | CPU baton / etcd |",
         names
             .iter()
             .map(|n| format!("{n} /s (p50, p99 ms; CPU ms/op)"))
@@ -808,7 +809,7 @@ fn main() {
     );
     for row in &rows {
         let mut cells = Vec::new();
-        let mut rates = Vec::new();
+        let (mut rates, mut cpus) = (Vec::new(), Vec::new());
         for s in 0..o.systems.len() {
             let runs = &results[&(s, row.label)];
             let rate = median(runs.iter().map(|m| m.per_sec).collect());
@@ -817,12 +818,18 @@ fn main() {
             let cpu = median(runs.iter().map(|m| m.cpu_ms_per_op).collect());
             cells.push(format!("{rate:.0} ({p50:.2}, {p99:.2}; {cpu:.3})"));
             rates.push(rate);
+            cpus.push(cpu);
         }
-        let ratio = if rates.len() == 2 {
-            format!("{:.2}", rates[0] / rates[1])
-        } else {
-            "-".into()
+        let ratio = |v: &[f64]| match v {
+            [baton, etcd] => format!("{:.2}", baton / etcd),
+            _ => "-".into(),
         };
-        println!("| {} | {} | {ratio} |", row.label, cells.join(" | "));
+        println!(
+            "| {} | {} | {} | {} |",
+            row.label,
+            cells.join(" | "),
+            ratio(&rates),
+            ratio(&cpus)
+        );
     }
 }
