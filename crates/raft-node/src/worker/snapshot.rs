@@ -23,18 +23,20 @@ use tokio_util::sync::CancellationToken;
 const COMMANDS_PER_ITEM: u64 = 2;
 
 /// Whether a snapshot is due: `entries` applied since the last snapshot, `commands` applied
-/// since the last request, `items` in the state.
+/// since the last request (at least one: a request is never repeated before a new command,
+/// so one that openraft is still building is not asked for again and again), `items` in
+/// the state.
 pub(crate) fn due(entries: u64, floor: u64, commands: u64, items: u64) -> bool {
-    entries >= floor && commands.saturating_mul(COMMANDS_PER_ITEM) >= items
+    entries >= floor && commands >= 1 && commands.saturating_mul(COMMANDS_PER_ITEM) >= items
 }
 
 /// The earliest progress at which [`due`] can hold again: the log index `floor` entries
-/// past the snapshot at `snapshot`, and the command count that covers `items` after
-/// `asked_at`.
+/// past the snapshot at `snapshot`, and the command count that covers `items` (and at
+/// least one command) after `asked_at`.
 pub(crate) fn next_marks(snapshot: u64, floor: u64, asked_at: u64, items: u64) -> (u64, u64) {
     (
         snapshot.saturating_add(floor),
-        asked_at.saturating_add(items.div_ceil(COMMANDS_PER_ITEM)),
+        asked_at.saturating_add(items.div_ceil(COMMANDS_PER_ITEM).max(1)),
     )
 }
 
@@ -101,5 +103,14 @@ mod tests {
         assert!(due(index - 50_000, 10_000, commands - 300, 2_000_001));
         assert!(!due(index - 50_000, 10_000, commands - 301, 2_000_001));
         assert!(!due(index - 50_001, 10_000, commands - 300, 2_000_001));
+    }
+
+    #[test]
+    fn an_empty_state_waits_for_a_new_command_between_requests() {
+        // Right after a request, openraft's snapshot index has not moved yet: with no
+        // items, only a new command may make the next one due (no loop of requests).
+        assert!(!due(20_000, 10_000, 0, 0));
+        assert!(due(20_000, 10_000, 1, 0));
+        assert_eq!(next_marks(0, 10_000, 500, 0), (10_000, 501));
     }
 }
