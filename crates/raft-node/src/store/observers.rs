@@ -93,8 +93,15 @@ struct AlarmState {
 }
 
 impl AlarmState {
-    fn reached(&self) -> bool {
-        self.progress.log_index >= self.index && self.progress.commands >= self.commands
+    /// Whether progress reached the marks; if so, disarms them (one ring per setting).
+    fn take_ring(&mut self) -> bool {
+        let reached =
+            self.progress.log_index >= self.index && self.progress.commands >= self.commands;
+        if reached {
+            self.index = u64::MAX;
+            self.commands = u64::MAX;
+        }
+        reached
     }
 }
 
@@ -119,9 +126,7 @@ impl ProgressAlarm {
     pub(crate) fn progress(&self, progress: AppliedProgress) {
         let mut s = self.lock();
         s.progress = progress;
-        if s.reached() {
-            s.index = u64::MAX;
-            s.commands = u64::MAX;
+        if s.take_ring() {
             // A permit is kept if the task is not waiting yet: the ring is never lost.
             self.notify.notify_one();
         }
@@ -132,9 +137,7 @@ impl ProgressAlarm {
         let mut s = self.lock();
         s.index = index;
         s.commands = commands;
-        if s.reached() {
-            s.index = u64::MAX;
-            s.commands = u64::MAX;
+        if s.take_ring() {
             self.notify.notify_one();
         }
     }

@@ -115,6 +115,12 @@ impl SmShared {
         self.observers.register(observer)
     }
 
+    /// Publishes applied progress to its watchers and the snapshot pacer's alarm.
+    fn publish(&self, progress: AppliedProgress) {
+        self.progress.send_replace(progress);
+        self.alarm.progress(progress);
+    }
+
     /// The alarm the snapshot pacer sleeps on.
     pub(crate) fn alarm(&self) -> &ProgressAlarm {
         &self.alarm
@@ -341,8 +347,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             // Nobody listening is fine: watches subscribe when they start.
             let _ = self.shared.events.send(batch);
         }
-        self.shared.progress.send_replace(progress);
-        self.shared.alarm.progress(progress);
+        self.shared.publish(progress);
         Ok(replies)
     }
 
@@ -386,8 +391,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         // at the new state.
         self.shared.claim_waits.wake_all();
         self.shared.observers.replaced();
-        self.shared.progress.send_replace(progress);
-        self.shared.alarm.progress(progress);
+        self.shared.publish(progress);
         Ok(())
     }
 
