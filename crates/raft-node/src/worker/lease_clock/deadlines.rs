@@ -19,6 +19,7 @@ use baton_state_machine::{
     Revision, StateMachine,
 };
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The clock's answer to a keepalive.
@@ -89,24 +90,66 @@ impl Due {
     }
 }
 
-/// One lease's deadline.
+/// An instant on the leader's monotonic clock as nanoseconds since [`epoch`]: 8 bytes
+/// where an `Instant` takes 16, kept twice for every lease (decision #105).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Tick(u64);
+
+impl Tick {
+    /// `at` as a tick; an instant before the epoch counts as the epoch (it is past either
+    /// way) and one 584 years after it as the last tick.
+    fn of(at: Instant) -> Tick {
+        let nanos = at.saturating_duration_since(epoch()).as_nanos();
+        Tick(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+
+    /// The instant again (exact: both count nanoseconds).
+    fn instant(self) -> Instant {
+        epoch() + Duration::from_nanos(self.0)
+    }
+}
+
+/// The origin of ticks: a year before the first tick was taken, so no instant the clock
+/// handles comes before it. Where the platform's clock could not go back that far it
+/// would be the first tick's time; Linux's can (a unit test checks).
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(|| {
+        let now = Instant::now();
+        now.checked_sub(Duration::from_secs(365 * 24 * 3600))
+            .unwrap_or(now)
+    })
+}
+
+/// One lease's deadline: 40 bytes (decision #105).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct LeaseDeadline {
     /// When it ends.
-    at: Instant,
+    at: Tick,
     ttl_ms: u64,
-    /// How much of it a promotion added beyond the lease's recorded deadline: checkpoints
-    /// record the deadline without it, so graces never add up across leader changes.
-    grace: Duration,
+    /// How much of it, in nanoseconds, a promotion added beyond the lease's recorded
+    /// deadline: checkpoints record the deadline without it, so graces never add up
+    /// across leader changes.
+    grace_ns: u64,
     /// The remaining time a committed checkpoint of this very deadline recorded; a new
     /// deadline (keepalive, promotion) starts without one.
     recorded_ms: Option<u64>,
 }
 
 impl LeaseDeadline {
+    /// When it ends.
+    fn at(&self) -> Instant {
+        self.at.instant()
+    }
+
     /// The deadline without the promotion grace.
-    fn graceless(&self) -> Instant {
-        self.at.checked_sub(self.grace).unwrap_or(self.at)
+    fn graceless(&self) -> Tick {
+        self.at.0.checked_sub(self.grace_ns).map_or(self.at, Tick)
+    }
+
+    /// The promotion's grace.
+    fn grace(&self) -> Duration {
+        Duration::from_nanos(self.grace_ns)
     }
 }
 
@@ -114,9 +157,9 @@ impl LeaseDeadline {
 #[derive(Default)]
 pub(crate) struct Deadlines {
     expiry: Expiry,
-    /// Lease deadlines in firing order, apart from the other kinds: a lease's key is 24
-    /// bytes where a `Due` is 80, and there is one per lease (decision #95).
-    lease_order: BTreeSet<(Instant, LeaseId)>,
+    /// Lease deadlines in firing order, apart from the other kinds: a lease's key is 16
+    /// bytes where a `Due` is 80, and there is one per lease (decisions #95, #105).
+    lease_order: BTreeSet<(Tick, LeaseId)>,
     /// Waits and lock-delays in firing order.
     order: BTreeSet<(Instant, Due)>,
     leases: BTreeMap<LeaseId, LeaseDeadline>,
@@ -164,10 +207,11 @@ impl Deadlines {
                 .checked_sub(Duration::from_millis(ttl_ms * 3 / 4))
                 .unwrap_or(at),
         };
+        let at = Tick::of(at);
         let deadline = LeaseDeadline {
             at,
             ttl_ms,
-            grace,
+            grace_ns: u64::try_from(grace.as_nanos()).unwrap_or(u64::MAX),
             recorded_ms: None,
         };
         if let Some(old) = self.leases.insert(lease, deadline) {
@@ -219,7 +263,7 @@ impl Deadlines {
     /// A lease's remaining TTL at `now`, if it has a deadline.
     pub(crate) fn remaining_ms(&self, lease: LeaseId, now: Instant) -> Option<u64> {
         let deadline = self.leases.get(&lease)?;
-        Some(deadline.at.saturating_duration_since(now).as_millis() as u64)
+        Some(deadline.at().saturating_duration_since(now).as_millis() as u64)
     }
 
     /// Sets the end of a queued acquire's wait at `at` (replacing any).
@@ -287,14 +331,14 @@ impl Deadlines {
 
     /// The earliest deadline.
     pub(crate) fn next(&self) -> Option<Instant> {
-        let lease = self.lease_order.first().map(|(at, _)| *at);
+        let lease = self.lease_order.first().map(|(at, _)| at.instant());
         let other = self.order.first().map(|(at, _)| *at);
         lease.into_iter().chain(other).min()
     }
 
     /// The earliest of the two orders, if due at `now`; a lease first on a tie.
     fn pop_due(&mut self, now: Instant) -> Option<Due> {
-        let lease = self.lease_order.first().map(|(at, _)| *at);
+        let lease = self.lease_order.first().map(|(at, _)| at.instant());
         let other = self.order.first().map(|(at, _)| *at);
         match (lease, other) {
             (Some(l), o) if l <= now && o.is_none_or(|o| l <= o) => self
@@ -369,6 +413,7 @@ impl Deadlines {
     /// refreshes it for a node that replayed it after a restart.
     /// The leases chosen are remembered until their next keepalive.
     pub(crate) fn checkpoint(&mut self, now: Instant, interval_ms: u64) -> Vec<(LeaseId, u64)> {
+        let now = Tick::of(now);
         let chosen: Vec<(LeaseId, u64)> = self
             .leases
             .iter()
@@ -387,6 +432,7 @@ impl Deadlines {
     /// A checkpoint chosen at `now` committed: each lease whose deadline is still the one
     /// it recorded is not named again until its remaining time halves.
     pub(crate) fn checkpoint_committed(&mut self, chosen: &[(LeaseId, u64)], now: Instant) {
+        let now = Tick::of(now);
         for (lease, remaining) in chosen {
             if let Some(deadline) = self.leases.get_mut(lease)
                 && checkpoint_remaining(deadline, now) == *remaining
@@ -402,7 +448,7 @@ impl Deadlines {
     pub(crate) fn resync(&mut self, mut fresh: Deadlines) {
         for (lease, known) in &self.leases {
             if fresh.leases.contains_key(lease) {
-                fresh.set_lease_with_grace(*lease, known.at, known.ttl_ms, known.grace);
+                fresh.set_lease_with_grace(*lease, known.at(), known.ttl_ms, known.grace());
             }
         }
         // A lease this clock already knew needs a reset only if it needed one before.
@@ -420,11 +466,9 @@ impl Deadlines {
 }
 
 /// What a checkpoint at `now` records for a deadline: its remaining time without grace.
-fn checkpoint_remaining(deadline: &LeaseDeadline, now: Instant) -> u64 {
-    deadline
-        .graceless()
-        .saturating_duration_since(now)
-        .as_millis() as u64
+/// Computed in ticks: the checkpoint scans every lease, and a tick is one subtraction.
+fn checkpoint_remaining(deadline: &LeaseDeadline, now: Tick) -> u64 {
+    deadline.graceless().0.saturating_sub(now.0) / 1_000_000
 }
 
 /// Starting deadlines on promotion, from the applied state and when this node applied each
@@ -542,6 +586,25 @@ mod tests {
             Response::LeaseGranted { lease, .. } => lease,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn ticks_keep_instants_exactly_and_count_earlier_ones_as_the_epoch() {
+        let now = Instant::now();
+        for nanos in [0, 1, 999_999, 3_600_000_000_123] {
+            let at = now + Duration::from_nanos(nanos);
+            assert_eq!(Tick::of(at).instant(), at);
+        }
+        assert!(Tick::of(now) < Tick::of(now + Duration::from_nanos(1)));
+        if let Some(before) = epoch().checked_sub(Duration::from_secs(1)) {
+            assert_eq!(Tick::of(before), Tick(0));
+        }
+        // On Linux the monotonic clock goes back a year, so nothing real is clamped.
+        #[cfg(target_os = "linux")]
+        assert!(now.duration_since(epoch()) >= Duration::from_secs(364 * 24 * 3600));
+        // What decision #105 counts on: 16 bytes per order key, 40 per deadline.
+        assert_eq!(std::mem::size_of::<(Tick, LeaseId)>(), 16);
+        assert_eq!(std::mem::size_of::<LeaseDeadline>(), 40);
     }
 
     #[test]
