@@ -99,14 +99,18 @@ impl Tick {
     /// `at` as a tick; an instant before the epoch counts as the epoch (it is past either
     /// way) and one 584 years after it as the last tick.
     fn of(at: Instant) -> Tick {
-        let nanos = at.saturating_duration_since(epoch()).as_nanos();
-        Tick(u64::try_from(nanos).unwrap_or(u64::MAX))
+        Tick(nanos(at.saturating_duration_since(epoch())))
     }
 
     /// The instant again (exact: both count nanoseconds).
     fn instant(self) -> Instant {
         epoch() + Duration::from_nanos(self.0)
     }
+}
+
+/// A duration in nanoseconds, the last one for anything beyond 584 years.
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// The origin of ticks: a year before the first tick was taken, so no instant the clock
@@ -211,7 +215,7 @@ impl Deadlines {
         let deadline = LeaseDeadline {
             at,
             ttl_ms,
-            grace_ns: u64::try_from(grace.as_nanos()).unwrap_or(u64::MAX),
+            grace_ns: nanos(grace),
             recorded_ms: None,
         };
         if let Some(old) = self.leases.insert(lease, deadline) {
