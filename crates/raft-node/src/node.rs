@@ -65,6 +65,9 @@ struct NodeInner {
     cancel: CancellationToken,
     tracker: TaskTracker,
     db: sled::Db,
+    /// Test-only: the lock the log's flush thread takes before each flush.
+    #[cfg(feature = "unsafe-test-hooks")]
+    flush_gate: crate::store::FlushGate,
 }
 
 /// The cluster as one node sees it.
@@ -143,6 +146,8 @@ impl Node {
         let stats = crate::stats::NodeStats::default();
         log.observe_fsync(stats.fsync_seconds.clone());
         let committed = log.committed_index();
+        #[cfg(feature = "unsafe-test-hooks")]
+        let flush_gate = log.flush_gate();
         let shared = sm.shared();
         let peers = PeerClient::new(config.cluster_secret.clone(), config.peer_tls.clone())
             .map_err(|e| NodeError::Config(e.to_string()))?;
@@ -188,6 +193,8 @@ impl Node {
                 cancel: cancel.clone(),
                 tracker: tracker.clone(),
                 db,
+                #[cfg(feature = "unsafe-test-hooks")]
+                flush_gate,
             }),
         };
         node.spawn_workers(listener, proposal_queue, read_queue, clock_queue);
@@ -297,6 +304,13 @@ impl Node {
     /// The Raft handle (for the peer server and tests).
     pub fn raft(&self) -> &Raft {
         &self.inner.raft
+    }
+
+    /// Test-only: the lock this node's log flush thread takes before each flush. Holding
+    /// it stalls the node's disk: its writes stay readable but none becomes durable.
+    #[cfg(feature = "unsafe-test-hooks")]
+    pub fn log_flush_gate(&self) -> crate::store::FlushGate {
+        self.inner.flush_gate.clone()
     }
 
     /// Whether this node is the leader right now (as far as it knows).

@@ -286,3 +286,88 @@ async fn three_nodes_boot_from_a_cluster_file() {
         node.shutdown().await;
     }
 }
+
+/// A leader sends new entries to its followers while its own flush runs (decision #106)
+/// and counts its own copy only once that flush has ended, so a write commits on a
+/// majority of durable copies and never on fewer. Disks are stalled with the test hook
+/// that holds a node's flush thread before its next flush.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_replicates_during_its_own_flush_and_counts_its_copy_only_after_it() {
+    // Long election timeouts: a follower whose disk stalls stops answering for a while,
+    // and nothing here should turn that into an election.
+    let cluster = Cluster::start(3, |c| {
+        c.heartbeat_ms = 100;
+        c.election_timeout_min_ms = 3_000;
+        c.election_timeout_max_ms = 6_000;
+        c.limits.ttl_ms_min = 12_000;
+    })
+    .await;
+    let leader = cluster.leader().await;
+    let follower = cluster.follower().await;
+    let node = cluster.node(leader).clone();
+    let leader_disk = node.log_flush_gate();
+    let follower_disk = cluster.node(follower).log_flush_gate();
+
+    // The leader's disk stalls: the two followers' copies are a majority, so the write
+    // commits and is applied without waiting for the leader's flush.
+    let held = leader_disk.clone().lock_owned().await;
+    let a = tokio::time::timeout(Duration::from_secs(20), node.propose(put("a", "1")))
+        .await
+        .expect("committed by the followers while the leader's disk stalls")
+        .unwrap();
+    assert!(matches!(a.response, Response::Put { .. }));
+    assert_eq!(value_of(&node, "a").as_deref(), Some("1"));
+    drop(held);
+
+    // The leader's disk and one follower's stall: only the other follower can make the
+    // entry durable, one copy of three. The leader's unflushed copy must not count.
+    let held = leader_disk.clone().lock_owned().await;
+    let held_follower = follower_disk.clone().lock_owned().await;
+    let pending = tokio::spawn({
+        let node = node.clone();
+        async move { node.propose(put("b", "2")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        !pending.is_finished(),
+        "a write committed with one durable copy of three"
+    );
+    assert_eq!(value_of(&node, "b"), None);
+
+    // The leader's flush ends: its copy and the free follower's are a majority.
+    drop(held);
+    let b = tokio::time::timeout(Duration::from_secs(20), pending)
+        .await
+        .expect("committed once the leader's flush ended")
+        .unwrap()
+        .unwrap();
+    assert!(b.revision > a.revision);
+    assert_eq!(value_of(&node, "b").as_deref(), Some("2"));
+    drop(held_follower);
+    cluster.shutdown().await;
+}
+
+/// A single node's write is answered only after its own flush: with one voter, the
+/// leader's copy is the whole majority.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_node_answers_a_write_only_after_its_flush() {
+    let cluster = Cluster::start(1, |_| {}).await;
+    let node = cluster.node(cluster.leader().await).clone();
+    node.propose(put("warm", "up")).await.unwrap();
+    let held = node.log_flush_gate().lock_owned().await;
+    let pending = tokio::spawn({
+        let node = node.clone();
+        async move { node.propose(put("k", "v")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(!pending.is_finished(), "answered before its flush");
+    assert_eq!(value_of(&node, "k"), None);
+    drop(held);
+    tokio::time::timeout(Duration::from_secs(20), pending)
+        .await
+        .expect("answered once the flush ended")
+        .unwrap()
+        .unwrap();
+    assert_eq!(value_of(&node, "k").as_deref(), Some("v"));
+    cluster.shutdown().await;
+}

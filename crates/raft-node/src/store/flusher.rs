@@ -7,41 +7,86 @@
 use std::sync::mpsc;
 use tokio::sync::oneshot;
 
-/// Where a flush's outcome is sent.
-type Waiter = oneshot::Sender<Result<(), String>>;
+/// What a flush's outcome is handed to, on the flush thread.
+type Waiter = Box<dyn FnOnce(Result<(), String>) + Send>;
+
+/// Test-only: a lock the flush thread takes before each flush, so a test that holds it
+/// stalls the node's disk (see [`crate::Node::log_flush_gate`]).
+#[cfg(feature = "unsafe-test-hooks")]
+pub type FlushGate = std::sync::Arc<tokio::sync::Mutex<()>>;
 
 /// The handle on the flush thread; the thread ends when the last handle is dropped.
 #[derive(Clone)]
 pub(crate) struct Flusher {
     requests: mpsc::Sender<Waiter>,
+    #[cfg(feature = "unsafe-test-hooks")]
+    gate: FlushGate,
 }
 
 impl Flusher {
     /// Starts the flush thread for `db`.
     pub(crate) fn start(db: sled::Db) -> std::io::Result<Flusher> {
         let (requests, queue) = mpsc::channel();
+        #[cfg(feature = "unsafe-test-hooks")]
+        let gate = FlushGate::default();
+        #[cfg(feature = "unsafe-test-hooks")]
+        let held = gate.clone();
         std::thread::Builder::new()
             .name("baton-log-flush".into())
-            .spawn(move || run(&db, &queue))?;
-        Ok(Flusher { requests })
+            .spawn(move || {
+                run(&db, &queue, || {
+                    #[cfg(feature = "unsafe-test-hooks")]
+                    drop(held.blocking_lock());
+                })
+            })?;
+        Ok(Flusher {
+            requests,
+            #[cfg(feature = "unsafe-test-hooks")]
+            gate,
+        })
+    }
+
+    /// Test-only: the lock the flush thread takes before each flush.
+    #[cfg(feature = "unsafe-test-hooks")]
+    pub(crate) fn gate(&self) -> FlushGate {
+        self.gate.clone()
     }
 
     /// Returns once everything written to `db` before the call is durable.
     pub(crate) async fn flush(&self) -> std::io::Result<()> {
         let (waiter, outcome) = oneshot::channel();
-        let stopped = || std::io::Error::other("the log flush thread has stopped");
-        self.requests.send(waiter).map_err(|_| stopped())?;
+        self.submit(move |flushed| {
+            // A requester that stopped waiting (its node shutting down) is not an error.
+            let _ = waiter.send(flushed);
+        })?;
         match outcome.await {
-            Ok(flushed) => flushed.map_err(std::io::Error::other),
+            Ok(flushed) => flushed,
             Err(_) => Err(stopped()),
         }
     }
+
+    /// Queues a flush of everything written to `db` before the call and returns at once;
+    /// `done` runs on the flush thread with the outcome once that flush has ended.
+    pub(crate) fn submit(
+        &self,
+        done: impl FnOnce(std::io::Result<()>) + Send + 'static,
+    ) -> std::io::Result<()> {
+        let waiter: Waiter = Box::new(move |flushed| done(flushed.map_err(std::io::Error::other)));
+        self.requests.send(waiter).map_err(|_| stopped())
+    }
+}
+
+/// The error of a flush asked of a thread that has ended.
+fn stopped() -> std::io::Error {
+    std::io::Error::other("the log flush thread has stopped")
 }
 
 /// Serves flush requests until every handle is gone. A flush covers every write made before
 /// it began, so the requests that queued while one ran share the next one.
-fn run(db: &sled::Db, queue: &mpsc::Receiver<Waiter>) {
+/// `before` runs before each flush (a test's stall; nothing in other builds).
+fn run(db: &sled::Db, queue: &mpsc::Receiver<Waiter>, before: impl Fn()) {
     while let Ok(first) = queue.recv() {
+        before();
         let mut waiters = vec![first];
         waiters.extend(queue.try_iter());
         let flushed = db.flush().map(|_| ()).map_err(|e| e.to_string());
@@ -49,8 +94,7 @@ fn run(db: &sled::Db, queue: &mpsc::Receiver<Waiter>) {
             tracing::error!(error = %e, "log flush failed");
         }
         for waiter in waiters {
-            // A requester that stopped waiting (its node shutting down) is not an error.
-            let _ = waiter.send(flushed.clone());
+            waiter(flushed.clone());
         }
     }
 }

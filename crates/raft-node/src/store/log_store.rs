@@ -78,6 +78,12 @@ impl LogStore {
         }
     }
 
+    /// Test-only: the lock the node's flush thread takes before each flush.
+    #[cfg(feature = "unsafe-test-hooks")]
+    pub(crate) fn flush_gate(&self) -> super::flusher::FlushGate {
+        self.flusher.gate()
+    }
+
     /// Records how long each flush takes in `histogram`.
     pub(crate) fn observe_fsync(
         &mut self,
@@ -93,6 +99,21 @@ impl LogStore {
             h.observe(started.elapsed().as_secs_f64());
         }
         flushed
+    }
+
+    /// Queues a flush and returns at once; `done` gets its outcome on the flush thread.
+    fn flush_then(
+        &self,
+        done: impl FnOnce(std::io::Result<()>) + Send + 'static,
+    ) -> std::io::Result<()> {
+        let started = std::time::Instant::now();
+        let histogram = self.fsync_seconds.clone();
+        self.flusher.submit(move |flushed| {
+            if let Some(h) = &histogram {
+                h.observe(started.elapsed().as_secs_f64());
+            }
+            done(flushed);
+        })
     }
 
     fn last_entry_id(&self) -> Result<Option<LogId>, StorageIOError<NodeId>> {
@@ -236,9 +257,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             self.tree.apply_batch(batch)
         };
         written.map_err(|e| StorageIOError::write_logs(&e))?;
-        // Readable now; durable only once the flush returns, and only then reported.
-        let flushed = self.flush().await;
-        callback.log_io_completed(flushed);
+        // Readable now; durable only once a flush that began after this insert has ended,
+        // and only then reported, from the flush thread. Returning before that lets the
+        // leader replicate while its own flush runs (decision #106); openraft still waits
+        // for the report before a follower answers or the leader counts its own copy.
+        self.flush_then(move |flushed| callback.log_io_completed(flushed))
+            .map_err(|e| StorageIOError::write_logs(&e))?;
         Ok(())
     }
 

@@ -17,6 +17,8 @@ mod observers;
 mod sm_store;
 
 pub use claim_waits::ClaimWait;
+#[cfg(feature = "unsafe-test-hooks")]
+pub use flusher::FlushGate;
 pub(crate) use lease_records::LeaseRecords;
 pub use log_store::LogStore;
 pub use observers::{ApplyObserver, Observing};
