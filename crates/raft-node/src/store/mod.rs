@@ -50,8 +50,12 @@ pub async fn open_db(dir: &Path, cache_bytes: u64) -> Result<sled::Db, NodeError
     }
 }
 
+/// Whether opening failed because another owner holds the directory's lock. sled 0.34.7
+/// reports that as an `Io` error of kind `Other` whose message carries the lock's
+/// `WouldBlock` (`config.rs`), so the message is what identifies it.
 fn is_locked(e: &sled::Error) -> bool {
-    matches!(e, sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock)
+    matches!(e, sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock
+        || io.to_string().starts_with("could not acquire lock"))
 }
 
 /// Opens both stores on one database; a fresh state machine gets the default bounds.
@@ -67,4 +71,29 @@ pub fn open_with(
     let log = LogStore::open(db.clone())?;
     let sm = SmStore::open(db.clone(), bounds)?;
     Ok((log, sm))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn opening_waits_for_the_previous_owner_to_let_go_of_the_directory() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let first = open_db(dir.path(), 1 << 20).await.expect("first open");
+        let direct = sled::Config::new().path(dir.path()).open();
+        assert!(
+            direct.as_ref().is_err_and(is_locked),
+            "a second open while the first holds the lock: {direct:?}"
+        );
+        let release = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            drop(first);
+        });
+        let second = open_db(dir.path(), 1 << 20)
+            .await
+            .expect("opened once released");
+        release.await.expect("release task");
+        drop(second);
+    }
 }
