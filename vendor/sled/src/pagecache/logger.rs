@@ -294,6 +294,7 @@ impl Log {
                     &iobuf,
                     header,
                     true,
+                    false,
                 )?;
                 backoff.spin();
                 continue;

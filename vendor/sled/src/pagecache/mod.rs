@@ -909,6 +909,7 @@ impl PageCache {
             &batch_res.iobuf,
             batch_res.iobuf.get_header(),
             false,
+            false,
         )?;
 
         Ok(RecoveryGuard { batch_res })
