@@ -4,6 +4,7 @@
 //! a thread of our own skips the first of those two hand-offs. The thread blocks on its
 //! queue while idle, and one flush answers every request queued before it began.
 
+use prometheus_client::metrics::histogram::Histogram;
 use std::sync::mpsc;
 use tokio::sync::oneshot;
 
@@ -19,6 +20,8 @@ pub type FlushGate = std::sync::Arc<tokio::sync::Mutex<()>>;
 #[derive(Clone)]
 pub(crate) struct Flusher {
     requests: mpsc::Sender<Waiter>,
+    /// Where the time from each request to its flush's end is recorded, once set.
+    seconds: Option<Histogram>,
     #[cfg(feature = "unsafe-test-hooks")]
     gate: FlushGate,
 }
@@ -41,6 +44,7 @@ impl Flusher {
             })?;
         Ok(Flusher {
             requests,
+            seconds: None,
             #[cfg(feature = "unsafe-test-hooks")]
             gate,
         })
@@ -50,6 +54,11 @@ impl Flusher {
     #[cfg(feature = "unsafe-test-hooks")]
     pub(crate) fn gate(&self) -> FlushGate {
         self.gate.clone()
+    }
+
+    /// Records, from now on, how long each request waits for its flush in `histogram`.
+    pub(crate) fn observe(&mut self, histogram: Histogram) {
+        self.seconds = Some(histogram);
     }
 
     /// Returns once everything written to `db` before the call is durable.
@@ -71,7 +80,14 @@ impl Flusher {
         &self,
         done: impl FnOnce(std::io::Result<()>) + Send + 'static,
     ) -> std::io::Result<()> {
-        let waiter: Waiter = Box::new(move |flushed| done(flushed.map_err(std::io::Error::other)));
+        let started = std::time::Instant::now();
+        let seconds = self.seconds.clone();
+        let waiter: Waiter = Box::new(move |flushed| {
+            if let Some(h) = &seconds {
+                h.observe(started.elapsed().as_secs_f64());
+            }
+            done(flushed.map_err(std::io::Error::other));
+        });
         self.requests.send(waiter).map_err(|_| stopped())
     }
 }

@@ -35,8 +35,6 @@ pub struct LogStore {
     tree: sled::Tree,
     /// The last committed index this node saved, for status reports (0: none).
     committed: Arc<AtomicU64>,
-    /// Where the duration of each flush is recorded, once the node set it.
-    fsync_seconds: Option<prometheus_client::metrics::histogram::Histogram>,
 }
 
 impl LogStore {
@@ -49,7 +47,6 @@ impl LogStore {
             flusher,
             tree,
             committed: Arc::new(AtomicU64::new(0)),
-            fsync_seconds: None,
         };
         let committed: Option<LogId> = store
             .get::<Option<LogId>>(COMMITTED_KEY)
@@ -89,31 +86,7 @@ impl LogStore {
         &mut self,
         histogram: prometheus_client::metrics::histogram::Histogram,
     ) {
-        self.fsync_seconds = Some(histogram);
-    }
-
-    async fn flush(&self) -> Result<(), std::io::Error> {
-        let started = std::time::Instant::now();
-        let flushed = self.flusher.flush().await;
-        if let Some(h) = &self.fsync_seconds {
-            h.observe(started.elapsed().as_secs_f64());
-        }
-        flushed
-    }
-
-    /// Queues a flush and returns at once; `done` gets its outcome on the flush thread.
-    fn flush_then(
-        &self,
-        done: impl FnOnce(std::io::Result<()>) + Send + 'static,
-    ) -> std::io::Result<()> {
-        let started = std::time::Instant::now();
-        let histogram = self.fsync_seconds.clone();
-        self.flusher.submit(move |flushed| {
-            if let Some(h) = &histogram {
-                h.observe(started.elapsed().as_secs_f64());
-            }
-            done(flushed);
-        })
+        self.flusher.observe(histogram);
     }
 
     fn last_entry_id(&self) -> Result<Option<LogId>, StorageIOError<NodeId>> {
@@ -201,7 +174,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.tree
             .insert(VOTE_KEY, bytes)
             .map_err(|e| StorageIOError::write_vote(&e))?;
-        self.flush()
+        self.flusher
+            .flush()
             .await
             .map_err(|e| StorageIOError::write_vote(&e))?;
         Ok(())
@@ -261,7 +235,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // and only then reported, from the flush thread. Returning before that lets the
         // leader replicate while its own flush runs (decision #106); openraft still waits
         // for the report before a follower answers or the leader counts its own copy.
-        self.flush_then(move |flushed| callback.log_io_completed(flushed))
+        self.flusher
+            .submit(move |flushed| callback.log_io_completed(flushed))
             .map_err(|e| StorageIOError::write_logs(&e))?;
         Ok(())
     }
@@ -278,7 +253,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.tree
             .apply_batch(batch)
             .map_err(|e| StorageIOError::write_logs(&e))?;
-        self.flush()
+        self.flusher
+            .flush()
             .await
             .map_err(|e| StorageIOError::write_logs(&e))?;
         Ok(())

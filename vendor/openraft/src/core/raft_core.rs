@@ -1660,10 +1660,10 @@ where
                 // is still writing; the leader's own copy counts towards a quorum only when
                 // `Notify::LocalLogFlushed` reports the flush (see `handle_notify`). Raft
                 // allows this: a leader may send entries before they are durable locally,
-                // it must not count itself until they are. A follower's append (the vote
-                // is another node's) still waits: its reply must not leave before the flush.
-                let own = vote.leader_id().voted_for().as_ref() == Some(&self.id)
-                    && self.engine.leader_handler().map(|lh| lh.leader.vote == vote).unwrap_or(false);
+                // it must not count itself until they are. Any other append (a follower's:
+                // the vote is another node's) still waits: its reply must not leave before
+                // the flush.
+                let own = self.engine.leader_handler().map(|lh| lh.leader.vote == vote).unwrap_or(false);
                 if own {
                     let callback = LogFlushed::to_core(vote, last_log_id, self.tx_notify.clone());
                     self.log_store.append(entries, callback).await?;
