@@ -371,3 +371,38 @@ async fn a_single_node_answers_a_write_only_after_its_flush() {
     assert_eq!(value_of(&node, "k").as_deref(), Some("v"));
     cluster.shutdown().await;
 }
+
+/// A leader no longer sends a new commit index to its followers at once: it rides on the
+/// next entries or heartbeat, and goes on its own a few milliseconds after the commit
+/// when nothing else does (decision #108). With heartbeats ten seconds apart, followers
+/// must still apply a lone write long before the next heartbeat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn followers_apply_a_lone_write_without_waiting_for_a_heartbeat() {
+    let cluster = Cluster::start(3, |c| {
+        c.heartbeat_ms = 10_000;
+        c.election_timeout_min_ms = 30_000;
+        c.election_timeout_max_ms = 40_000;
+        c.limits.ttl_ms_min = 60_000;
+    })
+    .await;
+    // Timeouts this long would keep the cluster leaderless for half a minute.
+    cluster.node(1).campaign().await.unwrap();
+    let leader = cluster.leader().await;
+    let node = cluster.node(leader).clone();
+    for (key, value) in [("a", "1"), ("b", "2")] {
+        let written = node.propose(put(key, value)).await.unwrap();
+        let index = node.status().applied_index;
+        for (id, follower) in &cluster.nodes {
+            tokio::time::timeout(
+                Duration::from_secs(5),
+                follower.wait_applied(index, Duration::from_secs(5)),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("node {id} did not apply the write before a heartbeat"))
+            .unwrap();
+            assert_eq!(value_of(follower, key).as_deref(), Some(value));
+        }
+        assert!(matches!(written.response, Response::Put { .. }));
+    }
+    cluster.shutdown().await;
+}

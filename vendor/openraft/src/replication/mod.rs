@@ -74,6 +74,11 @@ where C: RaftTypeConfig
     pub(crate) tx_repl: mpsc::UnboundedSender<Replicate<C>>,
 }
 
+/// PATCH (baton): how long a new commit index may wait for entries or a heartbeat to carry it
+/// to a follower before it is sent on its own. It bounds how much later than the leader a
+/// follower applies an entry when no other RPC follows.
+pub(crate) const COMMIT_NOTICE_DELAY: Duration = Duration::from_millis(2);
+
 /// A task responsible for sending replication events to a target follower in the Raft cluster.
 ///
 /// NOTE: we do not stack replication requests to targets because this could result in
@@ -132,6 +137,10 @@ where
 
     /// The Raft's runtime config.
     config: Arc<Config>,
+
+    /// PATCH (baton): when a commit index that no RPC to this target has carried yet is sent
+    /// on its own, if no entries or heartbeat carry it before then.
+    commit_due: Option<InstantOf<C>>,
 
     /// The log id of the highest log entry which is known to be committed in the cluster.
     committed: Option<LogId<C::NodeId>>,
@@ -198,6 +207,7 @@ where
             weak_tx_event: tx_event.downgrade(),
             next_action: None,
             entries_hint: Default::default(),
+            commit_due: None,
         };
 
         let join_handle = C::AsyncRuntime::spawn(this.main().instrument(span));
@@ -224,6 +234,12 @@ where
             tracing::debug!(replication_data = display(&d), "{} send replication RPC", func_name!());
 
             let request_id = d.request_id();
+
+            // PATCH (baton): an AppendEntries carries the current commit index, so a pending
+            // commit notice goes out with it.
+            if matches!(d, Data::Heartbeat | Data::Logs(_)) {
+                self.commit_due = None;
+            }
 
             let res = match d {
                 Data::Heartbeat => {
@@ -630,12 +646,31 @@ where
         // If there is next action to run, do not block waiting for events,
         // instead, just try the best to drain all events.
         if self.next_action.is_none() {
-            let event =
-                self.rx_event.recv().await.ok_or(ReplicationClosed::new("rx_repl is closed in drain_event()"))?;
-            self.process_event(event);
+            // PATCH (baton): with a commit notice pending, wait for an event only until it is
+            // due, then send the notice on its own as a heartbeat.
+            let received = match self.commit_due {
+                None => Some(self.rx_event.recv().await),
+                Some(due) => {
+                    select! {
+                        _ = C::sleep_until(due) => None,
+                        recv_res = self.rx_event.recv() => Some(recv_res),
+                    }
+                }
+            };
+            match received {
+                Some(recv_res) => {
+                    let event = recv_res.ok_or(ReplicationClosed::new("rx_repl is closed in drain_event()"))?;
+                    self.process_event(event);
+                }
+                None => {
+                    self.commit_due = None;
+                    self.next_action = Some(Data::new_heartbeat());
+                }
+            }
         }
 
-        // Returning from process_event(), next_action is never None.
+        // PATCH (baton): returning from process_event(), next_action may still be None: a
+        // commit only sets `commit_due`; `main` then comes back here.
 
         self.try_drain_events().await?;
 
@@ -679,9 +714,12 @@ where
 
                 self.committed = c;
 
-                // If there is no action, fill in an heartbeat action to send committed index.
-                if self.next_action.is_none() {
-                    self.next_action = Some(Data::new_heartbeat());
+                // PATCH (baton): 0.9.25 sent a heartbeat at once to carry the new commit index,
+                // a second RPC round per commit. Now the index rides on the next entries or
+                // heartbeat, and goes on its own only if neither leaves within
+                // COMMIT_NOTICE_DELAY: with a steady flow of writes that round is gone.
+                if self.next_action.is_none() && self.commit_due.is_none() {
+                    self.commit_due = Some(C::now() + COMMIT_NOTICE_DELAY);
                 }
             }
             Replicate::Heartbeat => {
