@@ -145,6 +145,7 @@ impl Node {
         let (mut log, sm) = store::open_with(&db, config.bounds.clone())?;
         let stats = crate::stats::NodeStats::default();
         log.observe_fsync(stats.fsync_seconds.clone());
+        log.set_node(config.id);
         let committed = log.committed_index();
         #[cfg(feature = "unsafe-test-hooks")]
         let flush_gate = log.flush_gate();

@@ -32,6 +32,8 @@ fn entry_key(index: u64) -> [u8; 9] {
 #[derive(Clone)]
 pub struct LogStore {
     flusher: Flusher,
+    /// This node's id, once known: entries another leader made are flushed inline.
+    node: Option<NodeId>,
     tree: sled::Tree,
     /// The last committed index this node saved, for status reports (0: none).
     committed: Arc<AtomicU64>,
@@ -45,6 +47,7 @@ impl LogStore {
         let flusher = Flusher::start(db).map_err(|e| NodeError::Storage(e.to_string()))?;
         let store = LogStore {
             flusher,
+            node: None,
             tree,
             committed: Arc::new(AtomicU64::new(0)),
         };
@@ -79,6 +82,12 @@ impl LogStore {
     #[cfg(feature = "unsafe-test-hooks")]
     pub(crate) fn flush_gate(&self) -> super::flusher::FlushGate {
         self.flusher.gate()
+    }
+
+    /// Tells the store this node's id: from then on it flushes entries that another
+    /// leader made (a follower's appends) on the appending task instead of the flush thread.
+    pub(crate) fn set_node(&mut self, id: NodeId) {
+        self.node = Some(id);
     }
 
     /// Records how long each flush takes in `histogram`.
@@ -213,7 +222,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: Send,
     {
         let mut encoded = Vec::new();
+        let mut leader = None;
         for entry in entries {
+            leader.get_or_insert(entry.log_id.leader_id.node_id);
             let bytes = codec::encode(&entry).map_err(|e| StorageIOError::write_logs(&e))?;
             encoded.push((entry_key(entry.log_id.index), bytes));
         }
@@ -231,6 +242,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             self.tree.apply_batch(batch)
         };
         written.map_err(|e| StorageIOError::write_logs(&e))?;
+        // Entries another leader made reach a follower, whose `RaftCore` waits for their
+        // flush before it does anything else: flushing here spares the two thread wake-ups
+        // of the hand-off to the flush thread and back, on the path of every commit
+        // (decision #109).
+        if self.node.is_some() && leader.is_some() && leader != self.node {
+            callback.log_io_completed(self.flusher.flush_here().await);
+            return Ok(());
+        }
         // Readable now; durable only once a flush that began after this insert has ended,
         // and only then reported, from the flush thread. Returning before that lets the
         // leader replicate while its own flush runs (decision #106); openraft still waits
