@@ -332,14 +332,43 @@ impl Node {
     /// outcome is unknown (`Indeterminate`), never reported as failed.
     pub async fn propose(&self, proposal: Proposal) -> Result<Applied, NodeError> {
         proposal.validate_from_outside(&self.inner.config.limits)?;
-        self.routed(proposal, Route::Propose).await
+        let applied: Applied = self.routed(proposal, Route::Propose).await?;
+        self.catch_up_to(applied.revision).await;
+        Ok(applied)
+    }
+
+    /// Waits until this node has applied `revision`, so that a write it forwarded is
+    /// answered only once this node shows it (spec §3), as the leader's answer does. At
+    /// once on the leader. The write is committed whatever happens here: if this node
+    /// cannot catch up within `propose_timeout_ms` (cut off from the leader since), it
+    /// answers anyway and logs why.
+    async fn catch_up_to(&self, revision: Revision) {
+        let mut progress = self.inner.sm.progress();
+        if progress.borrow().revision >= revision {
+            return;
+        }
+        let timeout = Duration::from_millis(self.inner.config.propose_timeout_ms);
+        let reached = progress.wait_for(|p| p.revision >= revision);
+        if !matches!(tokio::time::timeout(timeout, reached).await, Ok(Ok(_))) {
+            tracing::warn!(
+                revision = revision.0,
+                "a forwarded write is answered before this node applied it"
+            );
+        }
     }
 
     /// A proposal a follower forwarded: checked exactly as one from the API (limits, and
-    /// never a command only the leader's clock may issue), then proposed here.
+    /// never a command only the leader's clock may issue), then proposed here. Once it is
+    /// applied, a heartbeat tells the followers the new commit index at once (it would
+    /// otherwise wait for the next entries or 2 ms, decision #108), so the follower that
+    /// forwarded it can apply it and answer without that wait.
     pub(crate) async fn propose_forwarded(&self, proposal: Proposal) -> Result<Applied, NodeError> {
         proposal.validate_from_outside(&self.inner.config.limits)?;
-        self.propose_here(proposal).await
+        let applied = self.propose_here(proposal).await?;
+        if self.inner.raft.trigger().heartbeat().await.is_err() {
+            tracing::debug!("no heartbeat after a forwarded write: raft has stopped");
+        }
+        Ok(applied)
     }
 
     /// Proposes on this node, which must be the leader.

@@ -373,12 +373,9 @@ async fn a_single_node_answers_a_write_only_after_its_flush() {
     cluster.shutdown().await;
 }
 
-/// A leader no longer sends a new commit index to its followers at once: it rides on the
-/// next entries or heartbeat, and goes on its own a few milliseconds after the commit
-/// when nothing else does (decision #108). With heartbeats ten seconds apart, followers
-/// must still apply a lone write long before the next heartbeat.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn followers_apply_a_lone_write_without_waiting_for_a_heartbeat() {
+/// Three nodes whose heartbeats are ten seconds apart, node 1 elected at once: no periodic
+/// heartbeat brings a commit index to a follower during a test.
+async fn cluster_without_heartbeats() -> Cluster {
     let cluster = Cluster::start(3, |c| {
         c.heartbeat_ms = 10_000;
         c.election_timeout_min_ms = 30_000;
@@ -388,6 +385,16 @@ async fn followers_apply_a_lone_write_without_waiting_for_a_heartbeat() {
     .await;
     // Timeouts this long would keep the cluster leaderless for half a minute.
     cluster.node(1).campaign().await.unwrap();
+    cluster
+}
+
+/// A leader no longer sends a new commit index to its followers at once: it rides on the
+/// next entries or heartbeat, and goes on its own a few milliseconds after the commit
+/// when nothing else does (decision #108). With heartbeats ten seconds apart, followers
+/// must still apply a lone write long before the next heartbeat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn followers_apply_a_lone_write_without_waiting_for_a_heartbeat() {
+    let cluster = cluster_without_heartbeats().await;
     let leader = cluster.leader().await;
     let node = cluster.node(leader).clone();
     for (key, value) in [("a", "1"), ("b", "2")] {
@@ -404,6 +411,27 @@ async fn followers_apply_a_lone_write_without_waiting_for_a_heartbeat() {
             assert_eq!(value_of(follower, key).as_deref(), Some(value));
         }
         assert!(matches!(written.response, Response::Put { .. }));
+    }
+    cluster.shutdown().await;
+}
+
+/// A write forwarded by a follower is answered only once that follower has applied it
+/// (spec §3), so a serializable read on the same node sees it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_through_a_follower_is_applied_there_before_it_is_answered() {
+    let cluster = cluster_without_heartbeats().await;
+    let follower = cluster.follower().await;
+    let node = cluster.node(follower).clone();
+    for i in 0..20 {
+        let (key, value) = (format!("k{i}"), format!("v{i}"));
+        let written = node.propose(put(&key, &value)).await.unwrap();
+        assert!(matches!(written.response, Response::Put { .. }));
+        assert_eq!(
+            value_of(&node, &key).as_deref(),
+            Some(value.as_str()),
+            "write {i} answered before the forwarding node applied it"
+        );
+        assert!(node.read_local(|sm| sm.revision()) >= written.revision);
     }
     cluster.shutdown().await;
 }

@@ -2,7 +2,9 @@
 //! flush on sled's shared I/O pool, whose every new task wakes all seven of its idle
 //! threads (a `notify_all`); a flush then hands its write to that pool again. Flushing from
 //! a thread of our own skips the first of those two hand-offs. The thread blocks on its
-//! queue while idle, and one flush answers every request queued before it began.
+//! queue while idle, and one flush answers every request queued before it began. A caller
+//! that has nothing to do until its flush ends (a follower's append) flushes on its own
+//! thread instead ([`Flusher::flush_here`]), sparing the hand-off to this one and back.
 
 use prometheus_client::metrics::histogram::Histogram;
 use std::sync::mpsc;

@@ -246,7 +246,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // flush before it does anything else: flushing here spares the two thread wake-ups
         // of the hand-off to the flush thread and back, on the path of every commit
         // (decision #109).
-        if self.node.is_some() && leader.is_some() && leader != self.node {
+        if let (Some(me), Some(by)) = (self.node, leader)
+            && by != me
+        {
             callback.log_io_completed(self.flusher.flush_here().await);
             return Ok(());
         }
