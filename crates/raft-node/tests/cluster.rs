@@ -296,13 +296,7 @@ async fn three_nodes_boot_from_a_cluster_file() {
 async fn a_leader_replicates_during_its_own_flush_and_counts_its_copy_only_after_it() {
     // Long election timeouts: a follower whose disk stalls stops answering for a while,
     // and nothing here should turn that into an election.
-    let cluster = Cluster::start(3, |c| {
-        c.heartbeat_ms = 100;
-        c.election_timeout_min_ms = 3_000;
-        c.election_timeout_max_ms = 6_000;
-        c.limits.ttl_ms_min = 12_000;
-    })
-    .await;
+    let cluster = Cluster::start(3, timing(100, (3_000, 6_000))).await;
     let leader = cluster.leader().await;
     let follower = cluster.follower().await;
     let node = cluster.node(leader).clone();
@@ -376,13 +370,7 @@ async fn a_single_node_answers_a_write_only_after_its_flush() {
 /// Three nodes whose heartbeats are ten seconds apart, node 1 elected at once: no periodic
 /// heartbeat brings a commit index to a follower during a test.
 async fn cluster_without_heartbeats() -> Cluster {
-    let cluster = Cluster::start(3, |c| {
-        c.heartbeat_ms = 10_000;
-        c.election_timeout_min_ms = 30_000;
-        c.election_timeout_max_ms = 40_000;
-        c.limits.ttl_ms_min = 60_000;
-    })
-    .await;
+    let cluster = Cluster::start(3, timing(10_000, (30_000, 40_000))).await;
     // Timeouts this long would keep the cluster leaderless for half a minute.
     cluster.node(1).campaign().await.unwrap();
     cluster

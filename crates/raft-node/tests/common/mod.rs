@@ -21,6 +21,16 @@ pub fn tune(config: &mut NodeConfig) {
     config.sled_cache_bytes = 8 << 20;
 }
 
+/// A tweak for [`Cluster::start`]: heartbeats every `heartbeat_ms`, elections after
+/// `election_ms` (min, max), and the lowest lease TTL floor those allow.
+pub fn timing(heartbeat_ms: u64, election_ms: (u64, u64)) -> impl Fn(&mut NodeConfig) {
+    move |c| {
+        c.heartbeat_ms = heartbeat_ms;
+        (c.election_timeout_min_ms, c.election_timeout_max_ms) = election_ms;
+        c.limits.ttl_ms_min = 2 * election_ms.0;
+    }
+}
+
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
