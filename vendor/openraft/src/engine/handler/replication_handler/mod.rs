@@ -379,6 +379,13 @@ where C: RaftTypeConfig
                         if send_none == SendNone::True {
                             Self::send_to_target(self.output, id, e);
                         }
+                    } else if send_none == SendNone::True && matches!(e, Inflight::Logs { .. }) {
+                        // PATCH (baton): a heartbeat asked for while entries are in flight to
+                        // this target is queued behind them instead of dropped, so it still
+                        // carries the commit index at once (the replication task never lets
+                        // it replace the entries). Without this, a follower whose entries
+                        // were not needed for the commit learns it only from #108's timer.
+                        Self::send_to_target(self.output, id, &Inflight::None);
                     }
                 }
             }
