@@ -1,8 +1,9 @@
 //! Ordered maps and sets that stay small when they are small. Most locks have one holder
 //! and most leases one claim, and a `BTreeMap` allocates a whole node (room for eleven
-//! entries) for its first one: about 1 KiB per held lock. These keep up to [`INLINE_MAX`]
-//! entries in a sorted `Vec` sized to fit, and move to a B-tree beyond that, so a
-//! semaphore with thousands of holders stays O(log n) per change. They encode exactly as
+//! entries) for its first one: about 1 KiB per held lock. These keep a single entry in
+//! place, without an allocation of its own, up to [`INLINE_MAX`] entries in a sorted `Vec`
+//! sized to fit, and move to a B-tree beyond that, so a semaphore with thousands of
+//! holders stays O(log n) per change. They encode exactly as
 //! `BTreeMap` and `BTreeSet` do (a serde map or sequence in key order), so snapshots keep
 //! their format.
 
@@ -17,7 +18,11 @@ pub(crate) const INLINE_MAX: usize = 8;
 /// An ordered map: a sorted vector up to [`INLINE_MAX`] entries, a B-tree beyond.
 #[derive(Clone)]
 pub(crate) enum SmallMap<K, V> {
-    /// Sorted by key, no duplicate keys, capacity equal to length.
+    /// Exactly one entry, in place: the usual case, and a heap block less than a vector
+    /// of one (decision #112).
+    One((K, V)),
+    /// None, or two up to `INLINE_MAX`: sorted by key, no duplicate keys, capacity equal
+    /// to length.
     Inline(Vec<(K, V)>),
     /// More than `INLINE_MAX / 2` entries once grown past `INLINE_MAX`.
     Tree(BTreeMap<K, V>),
@@ -38,6 +43,7 @@ impl<K: Ord, V> SmallMap<K, V> {
     /// The value at `key`.
     pub(crate) fn get(&self, key: &K) -> Option<&V> {
         match self {
+            SmallMap::One((k, v)) => (k == key).then_some(v),
             SmallMap::Inline(v) => v
                 .binary_search_by(|(k, _)| k.cmp(key))
                 .ok()
@@ -49,6 +55,7 @@ impl<K: Ord, V> SmallMap<K, V> {
     /// The value at `key`, mutably.
     pub(crate) fn get_mut(&mut self, key: &K) -> Option<&mut V> {
         match self {
+            SmallMap::One((k, v)) => (k == key).then_some(v),
             SmallMap::Inline(v) => match v.binary_search_by(|(k, _)| k.cmp(key)) {
                 Ok(i) => Some(&mut v[i].1),
                 Err(_) => None,
@@ -65,6 +72,21 @@ impl<K: Ord, V> SmallMap<K, V> {
     /// Inserts, returning the value `key` had.
     pub(crate) fn insert(&mut self, key: K, value: V) -> Option<V> {
         match self {
+            SmallMap::One((k, v)) if *k == key => Some(std::mem::replace(v, value)),
+            SmallMap::One(_) => {
+                if let SmallMap::One(first) = std::mem::take(self) {
+                    *self = SmallMap::Inline(if first.0 < key {
+                        vec![first, (key, value)]
+                    } else {
+                        vec![(key, value), first]
+                    });
+                }
+                None
+            }
+            SmallMap::Inline(v) if v.is_empty() => {
+                *self = SmallMap::One((key, value));
+                None
+            }
             SmallMap::Inline(v) => match v.binary_search_by(|(k, _)| k.cmp(&key)) {
                 Ok(i) => Some(std::mem::replace(&mut v[i].1, value)),
                 Err(i) if v.len() < INLINE_MAX => {
@@ -86,10 +108,21 @@ impl<K: Ord, V> SmallMap<K, V> {
     /// Removes `key`, returning its value.
     pub(crate) fn remove(&mut self, key: &K) -> Option<V> {
         match self {
+            SmallMap::One((k, _)) if k == key => match std::mem::take(self) {
+                SmallMap::One((_, value)) => Some(value),
+                _ => None,
+            },
+            SmallMap::One(_) => None,
             SmallMap::Inline(v) => {
                 let i = v.binary_search_by(|(k, _)| k.cmp(key)).ok()?;
                 let (_, value) = v.remove(i);
-                v.shrink_to_fit();
+                if v.len() == 1 {
+                    if let Some(last) = v.pop() {
+                        *self = SmallMap::One(last);
+                    }
+                } else {
+                    v.shrink_to_fit();
+                }
                 Some(value)
             }
             SmallMap::Tree(t) => {
@@ -106,6 +139,7 @@ impl<K: Ord, V> SmallMap<K, V> {
     /// Number of entries.
     pub(crate) fn len(&self) -> usize {
         match self {
+            SmallMap::One(_) => 1,
             SmallMap::Inline(v) => v.len(),
             SmallMap::Tree(t) => t.len(),
         }
@@ -119,6 +153,7 @@ impl<K: Ord, V> SmallMap<K, V> {
     /// Entries in key order.
     pub(crate) fn iter(&self) -> Iter<'_, K, V> {
         match self {
+            SmallMap::One(pair) => Iter::Inline(std::slice::from_ref(pair).iter()),
             SmallMap::Inline(v) => Iter::Inline(v.iter()),
             SmallMap::Tree(t) => Iter::Tree(t.iter()),
         }
@@ -137,7 +172,7 @@ impl<K: Ord, V> SmallMap<K, V> {
 
 /// Borrowing iterator of a [`SmallMap`], in key order.
 pub(crate) enum Iter<'a, K, V> {
-    /// Over the sorted vector.
+    /// Over the one entry or the sorted vector.
     Inline(std::slice::Iter<'a, (K, V)>),
     /// Over the B-tree.
     Tree(btree_map::Iter<'a, K, V>),
@@ -175,7 +210,13 @@ impl<'a, K: Ord, V> IntoIterator for &'a SmallMap<K, V> {
 
 impl<K: Ord, V> From<BTreeMap<K, V>> for SmallMap<K, V> {
     fn from(tree: BTreeMap<K, V>) -> Self {
-        if tree.len() <= INLINE_MAX {
+        if tree.len() == 1 {
+            let mut entries = tree.into_iter();
+            match entries.next() {
+                Some(pair) => SmallMap::One(pair),
+                None => SmallMap::new(),
+            }
+        } else if tree.len() <= INLINE_MAX {
             SmallMap::Inline(tree.into_iter().collect())
         } else {
             SmallMap::Tree(tree)
@@ -256,6 +297,7 @@ impl<K: Ord> SmallSet<K> {
     /// The elements in order, taking the set.
     pub(crate) fn into_sorted_vec(self) -> Vec<K> {
         match self.0 {
+            SmallMap::One((k, ())) => vec![k],
             SmallMap::Inline(v) => v.into_iter().map(|(k, ())| k).collect(),
             SmallMap::Tree(t) => t.into_keys().collect(),
         }
@@ -333,11 +375,23 @@ mod tests {
         );
         assert!(set.remove(&5) && !set.remove(&5));
         assert_eq!(set.into_sorted_vec(), vec![1, 9]);
-        let mut one = SmallMap::new();
-        one.insert(1u64, [0u8; 100]);
-        match &one {
-            SmallMap::Inline(v) => assert_eq!(v.capacity(), 1, "sized to fit"),
-            SmallMap::Tree(_) => panic!("one entry stays inline"),
+        let mut map = SmallMap::new();
+        map.insert(1u64, [0u8; 100]);
+        assert!(
+            matches!(map, SmallMap::One(_)),
+            "one entry is kept in place"
+        );
+        map.insert(0, [1; 100]);
+        match &map {
+            SmallMap::Inline(v) => assert_eq!(v.capacity(), 2, "sized to fit"),
+            _ => panic!("two entries are a vector"),
         }
+        map.remove(&0);
+        assert!(
+            matches!(map, SmallMap::One(_)),
+            "back to one entry in place"
+        );
+        map.remove(&1);
+        assert!(map.is_empty());
     }
 }
