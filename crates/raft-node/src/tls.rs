@@ -251,3 +251,20 @@ impl PeerTls {
         builder.build().map_err(|e| TlsError::Config(e.to_string()))
     }
 }
+
+impl PeerTls {
+    /// A connector for the Raft links (`network::link`): trusts only the CA, presents this
+    /// node's certificate, and offers HTTP/1.1 alone.
+    pub(crate) fn connector(&self) -> Result<tokio_rustls::TlsConnector, TlsError> {
+        let certs = read_certs(&self.cert)?;
+        let key = read_key(&self.key)?;
+        let mut config = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsError::Config(e.to_string()))?
+            .with_root_certificates(roots(&self.ca)?)
+            .with_client_auth_cert(certs, key)
+            .map_err(|e| TlsError::Config(format!("this node's certificate and key: {e}")))?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+    }
+}

@@ -1,7 +1,10 @@
-//! Outgoing peer RPC over one shared `reqwest::Client` (a connection pool). Connection
-//! failures become `Unreachable`, so openraft backs off instead of hammering a dead peer.
+//! Outgoing peer calls. Raft RPCs go over each target's own link (`link.rs`, driven by
+//! the replication task); the node's forwarded requests over one shared `reqwest::Client`
+//! (a connection pool). Connection failures become `Unreachable`, so openraft backs off
+//! instead of hammering a dead peer.
 
 use super::SECRET_HEADER;
+use super::link::PeerLink;
 use crate::codec;
 use crate::tls::PeerTls;
 use crate::types::{NodeAddr, NodeId, RpcError, TypeConfig};
@@ -35,7 +38,9 @@ pub enum PeerError {
 pub struct PeerClient {
     /// Swapped whole when the TLS files are re-read.
     http: Arc<std::sync::RwLock<reqwest::Client>>,
-    secret: Option<crate::Secret>,
+    /// The Raft links' TLS connector, swapped whole with `http`.
+    connector: Arc<std::sync::RwLock<Option<tokio_rustls::TlsConnector>>>,
+    pub(super) secret: Option<crate::Secret>,
     tls: Option<PeerTls>,
 }
 
@@ -46,8 +51,10 @@ impl PeerClient {
         tls: Option<PeerTls>,
     ) -> Result<PeerClient, PeerError> {
         let http = Self::build(tls.as_ref())?;
+        let connector = Self::connector_for(tls.as_ref())?;
         Ok(PeerClient {
             http: Arc::new(std::sync::RwLock::new(http)),
+            connector: Arc::new(std::sync::RwLock::new(connector)),
             secret,
             tls,
         })
@@ -68,13 +75,31 @@ impl PeerClient {
         }
     }
 
+    fn connector_for(
+        tls: Option<&PeerTls>,
+    ) -> Result<Option<tokio_rustls::TlsConnector>, PeerError> {
+        tls.map(PeerTls::connector)
+            .transpose()
+            .map_err(|e| PeerError::Network(e.to_string()))
+    }
+
     /// Re-reads this node's certificate, key and CA (new connections use them).
     pub fn reload_tls(&self) -> Result<(), PeerError> {
         if self.tls.is_some() {
             let http = Self::build(self.tls.as_ref())?;
+            let connector = Self::connector_for(self.tls.as_ref())?;
             *self.http.write().unwrap_or_else(|e| e.into_inner()) = http;
+            *self.connector.write().unwrap_or_else(|e| e.into_inner()) = connector;
         }
         Ok(())
+    }
+
+    /// The Raft links' TLS connector, if the cluster uses TLS.
+    pub(super) fn connector(&self) -> Option<tokio_rustls::TlsConnector> {
+        self.connector
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     fn http(&self) -> reqwest::Client {
@@ -135,23 +160,21 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
 
     async fn new_client(&mut self, target: NodeId, node: &NodeAddr) -> PeerConn {
         PeerConn {
-            client: self.client.clone(),
+            link: PeerLink::new(self.client.clone(), node.peer.clone()),
             target,
-            addr: node.peer.clone(),
         }
     }
 }
 
-/// Raft RPCs to one peer.
+/// Raft RPCs to one peer, over a link of its own.
 pub struct PeerConn {
-    client: PeerClient,
+    link: PeerLink,
     target: NodeId,
-    addr: String,
 }
 
 impl PeerConn {
     async fn rpc<Req, Resp, E>(
-        &self,
+        &mut self,
         path: &str,
         req: &Req,
         option: &RPCOption,
@@ -161,14 +184,18 @@ impl PeerConn {
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
-        let reply: Result<Resp, RaftError<NodeId, E>> = self
-            .client
-            .call(&self.addr, path, req, option.hard_ttl())
+        let fail = |e: PeerError| match e {
+            PeerError::Unreachable(_) => RpcError::Unreachable(Unreachable::new(&e)),
+            _ => RpcError::Network(NetworkError::new(&e)),
+        };
+        let body = codec::encode(req).map_err(|e| fail(PeerError::Network(e.to_string())))?;
+        let bytes = self
+            .link
+            .call(path, body, option.hard_ttl())
             .await
-            .map_err(|e| match e {
-                PeerError::Unreachable(_) => RpcError::Unreachable(Unreachable::new(&e)),
-                _ => RpcError::Network(NetworkError::new(&e)),
-            })?;
+            .map_err(fail)?;
+        let reply: Result<Resp, RaftError<NodeId, E>> = codec::decode(&bytes)
+            .map_err(|e| fail(PeerError::Network(format!("decode reply: {e}"))))?;
         reply.map_err(|e| RpcError::RemoteError(RemoteError::new(self.target, e)))
     }
 }

@@ -3,6 +3,7 @@
 //! optional shared secret must be presented in [`SECRET_HEADER`].
 
 mod client;
+mod link;
 mod server;
 
 pub use client::{NetworkFactory, PeerClient, PeerError};

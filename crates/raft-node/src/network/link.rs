@@ -1,0 +1,273 @@
+//! A Raft link: one HTTP/1.1 connection to one peer, driven by the task that calls it
+//! (decision #113). openraft calls a target's `RaftNetwork` from that target's
+//! replication task, one RPC at a time, so the connection needs no task of its own: the
+//! request is written, and the answer read, while the caller awaits it. Through the
+//! shared `reqwest` pool every RPC also crossed to the pool's connection task and back,
+//! two task wake-ups per RPC on the leader's commit path. The wire is unchanged (the
+//! same POST, bincode body and secret header), so the peer's server needs no change.
+
+use super::SECRET_HEADER;
+use super::client::{PeerClient, PeerError};
+use bytes::Bytes;
+use futures_util::FutureExt;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use rustls_pki_types::ServerName;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+use tokio::net::TcpStream;
+
+/// How long a new connection (TCP and TLS handshakes) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The connection's I/O driver: it makes progress only while it is polled.
+type Driver = Pin<Box<dyn Future<Output = hyper::Result<()>> + Send>>;
+
+/// An open connection: the request side and its driver. The driver is not `Sync`, and
+/// openraft wants its networks to be: the mutex makes it so, and is never locked (the
+/// link is used through `&mut`, so `get_mut` reaches it).
+struct Open {
+    sender: http1::SendRequest<Full<Bytes>>,
+    driver: std::sync::Mutex<Driver>,
+}
+
+impl Open {
+    fn driver(&mut self) -> &mut Driver {
+        self.driver.get_mut().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// One peer's link; connects on first use and again after any failure.
+pub(crate) struct PeerLink {
+    client: PeerClient,
+    addr: String,
+    open: Option<Open>,
+}
+
+impl PeerLink {
+    /// A link to `addr` (`host:port`) with `client`'s secret and TLS; nothing is opened yet.
+    pub(crate) fn new(client: PeerClient, addr: String) -> PeerLink {
+        PeerLink {
+            client,
+            addr,
+            open: None,
+        }
+    }
+
+    /// POSTs `body` to `path` and returns the reply's body, all within `timeout`. Any
+    /// failure closes the connection, so the next call starts on a fresh one.
+    pub(crate) async fn call(
+        &mut self,
+        path: &str,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Bytes, PeerError> {
+        let result = match tokio::time::timeout(timeout, self.exchange(path, body)).await {
+            Ok(result) => result,
+            Err(_) => Err(PeerError::Network(format!(
+                "no answer within {} ms",
+                timeout.as_millis()
+            ))),
+        };
+        if result.is_err() {
+            self.open = None;
+        }
+        result
+    }
+
+    async fn exchange(&mut self, path: &str, body: Vec<u8>) -> Result<Bytes, PeerError> {
+        // A connection the peer closed while it was idle is noticed only by polling its
+        // driver: do that once, without waiting, before trusting it with a request.
+        if let Some(open) = &mut self.open
+            && (open.sender.is_closed() || open.driver().as_mut().now_or_never().is_some())
+        {
+            self.open = None;
+        }
+        let open = match &mut self.open {
+            Some(open) => open,
+            None => self.open.insert(self.connect().await?),
+        };
+        let mut request = hyper::Request::post(path)
+            .header(hyper::header::HOST, self.addr.as_str())
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| PeerError::Network(e.to_string()))?;
+        if let Some(secret) = &self.client.secret {
+            let value = hyper::header::HeaderValue::from_str(secret.expose())
+                .map_err(|_| PeerError::Network("the cluster secret is not a header".into()))?;
+            request.headers_mut().insert(SECRET_HEADER, value);
+        }
+        let Open { sender, driver } = open;
+        let driver = driver.get_mut().unwrap_or_else(|e| e.into_inner());
+        let answer = async {
+            sender.ready().await.map_err(network)?;
+            let response = sender.send_request(request).await.map_err(network)?;
+            let status = response.status();
+            let body = response.into_body().collect().await.map_err(network)?;
+            if !status.is_success() {
+                return Err(PeerError::Refused(status.as_u16()));
+            }
+            Ok(body.to_bytes())
+        };
+        tokio::pin!(answer);
+        tokio::select! {
+            biased;
+            answer = &mut answer => answer,
+            ended = driver.as_mut() => Err(PeerError::Network(match ended {
+                Ok(()) => "the peer closed the connection".to_owned(),
+                Err(e) => e.to_string(),
+            })),
+        }
+    }
+
+    /// Opens a connection (TLS if the cluster uses it). Failures here mean nothing was
+    /// sent: `Unreachable`, so openraft backs off.
+    async fn connect(&self) -> Result<Open, PeerError> {
+        let unreachable = |e: &dyn std::fmt::Display| {
+            PeerError::Unreachable(format!("connect to {}: {e}", self.addr))
+        };
+        let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&self.addr))
+            .await
+            .map_err(|e| unreachable(&e))?
+            .map_err(|e| unreachable(&e))?;
+        tcp.set_nodelay(true).map_err(|e| unreachable(&e))?;
+        let (sender, driver): (_, Driver) = match self.client.connector() {
+            None => {
+                let (sender, conn) = http1::handshake(TokioIo::new(tcp))
+                    .await
+                    .map_err(|e| unreachable(&e))?;
+                (sender, Box::pin(conn))
+            }
+            Some(connector) => {
+                let name = server_name(&self.addr).map_err(|e| unreachable(&e))?;
+                let tls = tokio::time::timeout(CONNECT_TIMEOUT, connector.connect(name, tcp))
+                    .await
+                    .map_err(|e| unreachable(&e))?
+                    .map_err(|e| unreachable(&e))?;
+                let (sender, conn) = http1::handshake(TokioIo::new(tls))
+                    .await
+                    .map_err(|e| unreachable(&e))?;
+                (sender, Box::pin(conn))
+            }
+        };
+        Ok(Open {
+            sender,
+            driver: std::sync::Mutex::new(driver),
+        })
+    }
+}
+
+fn network(e: hyper::Error) -> PeerError {
+    PeerError::Network(e.to_string())
+}
+
+/// The name a peer's certificate must carry: the host of `host:port` (an IP address or
+/// a DNS name; brackets of an IPv6 literal removed), as an HTTPS client checks it.
+fn server_name(addr: &str) -> Result<ServerName<'static>, String> {
+    let host = match addr.rsplit_once(':') {
+        Some((host, port)) if port.parse::<u16>().is_ok() => host,
+        _ => addr,
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    ServerName::try_from(host.to_owned()).map_err(|e| format!("{host}: {e}"))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests: a failure is reported by the panic
+mod tests {
+    use super::{PeerLink, server_name};
+    use crate::network::{PeerClient, PeerError, SECRET_HEADER};
+    use axum::Router;
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::routing::post;
+    use std::net::SocketAddr;
+    use std::time::Duration;
+    use tokio::net::TcpListener;
+    use tokio::sync::oneshot;
+    use tokio::task::JoinHandle;
+
+    /// A peer that echoes `/echo` bodies to callers presenting the secret `s3cret`.
+    async fn echo_peer(
+        listener: TcpListener,
+    ) -> (oneshot::Sender<()>, JoinHandle<std::io::Result<()>>) {
+        let app = Router::new().route(
+            "/echo",
+            post(|headers: HeaderMap, body: axum::body::Bytes| async move {
+                match headers.get(SECRET_HEADER) {
+                    Some(v) if v == "s3cret" => Ok(body),
+                    _ => Err(StatusCode::UNAUTHORIZED),
+                }
+            }),
+        );
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        (stop, server)
+    }
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[tokio::test]
+    async fn a_link_sends_the_secret_and_survives_its_peer_restarting() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr: SocketAddr = listener.local_addr().unwrap();
+        let (stop, server) = echo_peer(listener).await;
+        let client = PeerClient::new(Some("s3cret".into()), None).unwrap();
+        let mut link = PeerLink::new(client, addr.to_string());
+        for body in ["one", "two"] {
+            let reply = link.call("/echo", body.into(), SECOND).await.unwrap();
+            assert_eq!(&reply[..], body.as_bytes());
+        }
+        // The peer goes away (closing the idle connection) and comes back on its port:
+        // the next call notices the closed connection and opens a new one.
+        stop.send(()).unwrap();
+        server.await.unwrap().unwrap();
+        let listener = TcpListener::bind(addr).await.unwrap();
+        let (stop, server) = echo_peer(listener).await;
+        let reply = link.call("/echo", "three".into(), SECOND).await.unwrap();
+        assert_eq!(&reply[..], b"three");
+        stop.send(()).unwrap();
+        server.await.unwrap().unwrap();
+        // Nobody listens now: nothing could be sent, which openraft must know.
+        let down = link.call("/echo", "four".into(), SECOND).await;
+        assert!(matches!(down, Err(PeerError::Unreachable(_))), "{down:?}");
+    }
+
+    #[tokio::test]
+    async fn a_refusal_keeps_its_status() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, server) = echo_peer(listener).await;
+        let mut link = PeerLink::new(PeerClient::new(None, None).unwrap(), addr.to_string());
+        let refused = link.call("/echo", "x".into(), SECOND).await;
+        assert!(
+            matches!(refused, Err(PeerError::Refused(401))),
+            "{refused:?}"
+        );
+        stop.send(()).unwrap();
+        server.await.unwrap().unwrap();
+    }
+
+    #[test]
+    fn the_server_name_is_the_host_of_the_address() {
+        assert_eq!(
+            server_name("127.0.0.1:7071").unwrap(),
+            rustls_pki_types::ServerName::IpAddress(std::net::Ipv4Addr::new(127, 0, 0, 1).into())
+        );
+        assert!(matches!(
+            server_name("[::1]:7071").unwrap(),
+            rustls_pki_types::ServerName::IpAddress(_)
+        ));
+        assert!(matches!(
+            server_name("node-2.baton.internal:7071").unwrap(),
+            rustls_pki_types::ServerName::DnsName(_)
+        ));
+        assert!(server_name("bad host:7071").is_err());
+    }
+}
