@@ -1,6 +1,7 @@
 //! baton against etcd 3.4 in the same run: a real 3-node cluster of each on loopback
 //! (started and stopped here, on free ports), the same workloads through each one's
-//! HTTP/JSON API, requests to the leader, HTTP/1.1 keep-alive, one connection per client.
+//! HTTP/JSON API, requests to the leader (one row through a follower, which forwards),
+//! HTTP/1.1 keep-alive, one connection per client.
 //!
 //! Run: `cargo bench -p baton --bench http` (all rows, 10 s windows, 3 fresh-cluster runs,
 //! medians). Arguments after `--`:
@@ -81,6 +82,8 @@ struct Cluster {
     system: System,
     procs: Vec<Proc>,
     leader: String,
+    /// The client address of a node that is not the leader.
+    follower: String,
     _dir: tempfile::TempDir,
 }
 
@@ -150,10 +153,16 @@ async fn start_baton(http: &reqwest::Client, nodes: u64) -> Cluster {
         assert!(Instant::now() < deadline, "no baton leader");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    let follower = apis
+        .iter()
+        .map(|api| format!("http://{api}"))
+        .find(|url| *url != leader)
+        .unwrap_or_else(|| leader.clone());
     Cluster {
         system: System::Baton,
         procs,
         leader,
+        follower,
         _dir: dir,
     }
 }
@@ -227,10 +236,16 @@ async fn start_etcd(http: &reqwest::Client) -> Cluster {
         assert!(Instant::now() < deadline, "no etcd leader");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    let follower = ports
+        .iter()
+        .map(|(client, _)| format!("http://127.0.0.1:{client}"))
+        .find(|url| *url != leader)
+        .unwrap_or_else(|| leader.clone());
     Cluster {
         system: System::Etcd,
         procs,
         leader,
+        follower,
         _dir: dir,
     }
 }
@@ -257,6 +272,8 @@ struct Row {
     label: &'static str,
     workload: Workload,
     clients: usize,
+    /// Requests go to a follower, which forwards them (both systems), instead of the leader.
+    via_follower: bool,
 }
 
 const ROWS: &[Row] = &[
@@ -264,56 +281,73 @@ const ROWS: &[Row] = &[
         label: "lock cycle, 1 client",
         workload: Workload::LockCycle,
         clients: 1,
+        via_follower: false,
     },
     Row {
         label: "lock cycle, 16 clients",
         workload: Workload::LockCycle,
         clients: 16,
+        via_follower: false,
     },
     Row {
         label: "lock cycle, 64 clients",
         workload: Workload::LockCycle,
         clients: 64,
+        via_follower: false,
     },
     Row {
         label: "contended handoffs, 16 clients on one lock",
         workload: Workload::Handoff,
         clients: 16,
+        via_follower: false,
     },
     Row {
         label: "lease keepalives, 16 clients",
         workload: Workload::Keepalive,
         clients: 16,
+        via_follower: false,
     },
     Row {
         label: "kv put, 1 client",
         workload: Workload::Put,
         clients: 1,
+        via_follower: false,
+    },
+    Row {
+        label: "kv put through a follower, 1 client",
+        workload: Workload::Put,
+        clients: 1,
+        via_follower: true,
     },
     Row {
         label: "kv put, 16 clients",
         workload: Workload::Put,
         clients: 16,
+        via_follower: false,
     },
     Row {
         label: "kv put, 64 clients",
         workload: Workload::Put,
         clients: 64,
+        via_follower: false,
     },
     Row {
         label: "linearizable kv get, 16 clients",
         workload: Workload::Get,
         clients: 16,
+        via_follower: false,
     },
     Row {
         label: "serializable kv get, 1 client",
         workload: Workload::LocalGet,
         clients: 1,
+        via_follower: false,
     },
     Row {
         label: "CAS on mod_revision, 16 clients",
         workload: Workload::Cas,
         clients: 16,
+        via_follower: false,
     },
 ];
 
@@ -521,8 +555,13 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 
 async fn measure(cluster: &Cluster, row: &Row, window: Duration) -> Measured {
     let mut clients = Vec::new();
+    let base = if row.via_follower {
+        &cluster.follower
+    } else {
+        &cluster.leader
+    };
     for id in 0..row.clients {
-        clients.push(ClientState::setup(cluster.system, &cluster.leader, row.workload, id).await);
+        clients.push(ClientState::setup(cluster.system, base, row.workload, id).await);
     }
     let start = Arc::new(tokio::sync::Barrier::new(row.clients + 1));
     let mut tasks = tokio::task::JoinSet::new();
@@ -646,6 +685,7 @@ async fn scale(locks: usize, window: Duration) {
         label: "lock cycle, 16 clients",
         workload: Workload::LockCycle,
         clients: 16,
+        via_follower: false,
     };
     let empty = measure(&cluster, &row, window).await;
     println!(
