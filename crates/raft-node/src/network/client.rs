@@ -4,7 +4,7 @@
 //! instead of hammering a dead peer.
 
 use super::SECRET_HEADER;
-use super::link::PeerLink;
+use super::link::{IdleLinks, PeerLink};
 use crate::codec;
 use crate::tls::PeerTls;
 use crate::types::{NodeAddr, NodeId, RpcError, TypeConfig};
@@ -42,6 +42,8 @@ pub struct PeerClient {
     connector: Arc<std::sync::RwLock<Option<tokio_rustls::TlsConnector>>>,
     pub(super) secret: Option<crate::Secret>,
     tls: Option<PeerTls>,
+    /// Connections of dropped Raft links, for the next link to the same peer.
+    idle: Arc<IdleLinks>,
 }
 
 impl PeerClient {
@@ -55,6 +57,7 @@ impl PeerClient {
         Ok(PeerClient {
             http: Arc::new(std::sync::RwLock::new(http)),
             connector: Arc::new(std::sync::RwLock::new(connector)),
+            idle: Arc::default(),
             secret,
             tls,
         })
@@ -92,6 +95,11 @@ impl PeerClient {
             *self.connector.write().unwrap_or_else(|e| e.into_inner()) = connector;
         }
         Ok(())
+    }
+
+    /// Idle connections of dropped Raft links.
+    pub(super) fn idle_links(&self) -> &IdleLinks {
+        &self.idle
     }
 
     /// The Raft links' TLS connector, if the cluster uses TLS.

@@ -25,10 +25,35 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// The connection's I/O driver: it makes progress only while it is polled.
 type Driver = Pin<Box<dyn Future<Output = hyper::Result<()>> + Send>>;
 
+/// Idle connections kept per peer address for the next link to that peer.
+const IDLE_PER_PEER: usize = 4;
+
+/// Connections of links that were dropped, by peer address, for the next link to take.
+/// openraft makes a new `RaftNetwork` for every leadership confirmation (each
+/// linearizable read round and each keepalive's check, `ensure_linearizable`) and every
+/// vote, and drops it after one RPC: without this each of them would open a connection.
+#[derive(Default)]
+pub(crate) struct IdleLinks(std::sync::Mutex<std::collections::HashMap<String, Vec<Open>>>);
+
+impl IdleLinks {
+    fn take(&self, addr: &str) -> Option<Open> {
+        let mut idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        idle.get_mut(addr).and_then(Vec::pop)
+    }
+
+    fn put(&self, addr: &str, open: Open) {
+        let mut idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let kept = idle.entry(addr.to_owned()).or_default();
+        if kept.len() < IDLE_PER_PEER {
+            kept.push(open);
+        }
+    }
+}
+
 /// An open connection: the request side and its driver. The driver is not `Sync`, and
 /// openraft wants its networks to be: the mutex makes it so, and is never locked (the
 /// link is used through `&mut`, so `get_mut` reaches it).
-struct Open {
+pub(crate) struct Open {
     sender: http1::SendRequest<Full<Bytes>>,
     driver: std::sync::Mutex<Driver>,
 }
@@ -84,6 +109,14 @@ impl PeerLink {
             && (open.sender.is_closed() || open.driver().as_mut().now_or_never().is_some())
         {
             self.open = None;
+        }
+        if self.open.is_none() {
+            self.open = self.client.idle_links().take(&self.addr);
+            if let Some(open) = &mut self.open
+                && (open.sender.is_closed() || open.driver().as_mut().now_or_never().is_some())
+            {
+                self.open = None;
+            }
         }
         let open = match &mut self.open {
             Some(open) => open,
@@ -155,6 +188,18 @@ impl PeerLink {
             sender,
             driver: std::sync::Mutex::new(driver),
         })
+    }
+}
+
+impl Drop for PeerLink {
+    /// A healthy connection goes to the idle ones for the next link to this peer; one
+    /// whose last call failed was already dropped.
+    fn drop(&mut self) {
+        if let Some(open) = self.open.take()
+            && !open.sender.is_closed()
+        {
+            self.client.idle_links().put(&self.addr, open);
+        }
     }
 }
 
@@ -252,6 +297,42 @@ mod tests {
         );
         stop.send(()).unwrap();
         server.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_new_link_takes_the_connection_a_dropped_one_left() {
+        // The peer answers with the client's own address: one per connection.
+        let app = Router::new().route(
+            "/who",
+            post(
+                |axum::extract::ConnectInfo(from): axum::extract::ConnectInfo<SocketAddr>| async move {
+                    from.to_string()
+                },
+            ),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let server = tokio::spawn(async move {
+            axum::serve(
+                listener,
+                app.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .await
+        });
+        let client = PeerClient::new(None, None).unwrap();
+        let who = |mut link: PeerLink| async move {
+            let from = link.call("/who", Vec::new(), SECOND).await.unwrap();
+            (String::from_utf8(from.to_vec()).unwrap(), link)
+        };
+        let (first, link) = who(PeerLink::new(client.clone(), addr.clone())).await;
+        drop(link);
+        let (second, kept) = who(PeerLink::new(client.clone(), addr.clone())).await;
+        assert_eq!(first, second, "the dropped link's connection is used again");
+        // Two links alive at once need two connections.
+        let (third, _) = who(PeerLink::new(client.clone(), addr.clone())).await;
+        assert_ne!(second, third);
+        drop(kept);
+        server.abort();
     }
 
     #[test]
