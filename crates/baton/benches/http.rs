@@ -125,6 +125,12 @@ fn etcd_procs() -> Option<String> {
     std::env::args().find_map(|a| a.strip_prefix("etcd_procs=").map(str::to_owned))
 }
 
+/// The first of `urls` that is not the leader's (the leader's own for a single node).
+fn other_than(leader: &str, mut urls: impl Iterator<Item = String>) -> String {
+    urls.find(|url| url != leader)
+        .unwrap_or_else(|| leader.to_owned())
+}
+
 async fn start_baton(http: &reqwest::Client, nodes: u64) -> Cluster {
     let dir = tempfile::TempDir::new_in(".").unwrap();
     let mut file = String::new();
@@ -153,11 +159,7 @@ async fn start_baton(http: &reqwest::Client, nodes: u64) -> Cluster {
         assert!(Instant::now() < deadline, "no baton leader");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let follower = apis
-        .iter()
-        .map(|api| format!("http://{api}"))
-        .find(|url| *url != leader)
-        .unwrap_or_else(|| leader.clone());
+    let follower = other_than(&leader, apis.iter().map(|api| format!("http://{api}")));
     Cluster {
         system: System::Baton,
         procs,
@@ -236,11 +238,12 @@ async fn start_etcd(http: &reqwest::Client) -> Cluster {
         assert!(Instant::now() < deadline, "no etcd leader");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let follower = ports
-        .iter()
-        .map(|(client, _)| format!("http://127.0.0.1:{client}"))
-        .find(|url| *url != leader)
-        .unwrap_or_else(|| leader.clone());
+    let follower = other_than(
+        &leader,
+        ports
+            .iter()
+            .map(|(client, _)| format!("http://127.0.0.1:{client}")),
+    );
     Cluster {
         system: System::Etcd,
         procs,

@@ -250,9 +250,7 @@ impl PeerTls {
         }
         builder.build().map_err(|e| TlsError::Config(e.to_string()))
     }
-}
 
-impl PeerTls {
     /// A connector for the Raft links (`network::link`): trusts only the CA, presents this
     /// node's certificate, and offers HTTP/1.1 alone.
     pub(crate) fn connector(&self) -> Result<tokio_rustls::TlsConnector, TlsError> {

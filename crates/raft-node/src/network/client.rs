@@ -40,7 +40,10 @@ pub struct PeerClient {
     http: Arc<std::sync::RwLock<reqwest::Client>>,
     /// The Raft links' TLS connector, swapped whole with `http`.
     connector: Arc<std::sync::RwLock<Option<tokio_rustls::TlsConnector>>>,
-    pub(super) secret: Option<crate::Secret>,
+    secret: Option<crate::Secret>,
+    /// The secret as the Raft links send it, built once (marked sensitive: never logged);
+    /// `Some(None)` for a secret that is not a valid header value.
+    secret_header: Option<Option<hyper::header::HeaderValue>>,
     tls: Option<PeerTls>,
     /// Connections of dropped Raft links, for the next link to the same peer.
     idle: Arc<IdleLinks>,
@@ -54,7 +57,14 @@ impl PeerClient {
     ) -> Result<PeerClient, PeerError> {
         let http = Self::build(tls.as_ref())?;
         let connector = Self::connector_for(tls.as_ref())?;
+        // A secret that cannot be a header fails each Raft call, as it did through reqwest.
+        let secret_header = secret.as_ref().map(|secret| {
+            let mut value = hyper::header::HeaderValue::from_str(secret.expose()).ok()?;
+            value.set_sensitive(true);
+            Some(value)
+        });
         Ok(PeerClient {
+            secret_header,
             http: Arc::new(std::sync::RwLock::new(http)),
             connector: Arc::new(std::sync::RwLock::new(connector)),
             idle: Arc::default(),
@@ -95,6 +105,17 @@ impl PeerClient {
             *self.connector.write().unwrap_or_else(|e| e.into_inner()) = connector;
         }
         Ok(())
+    }
+
+    /// The cluster secret as a header value, if the cluster has one.
+    pub(super) fn secret_header(&self) -> Result<Option<&hyper::header::HeaderValue>, PeerError> {
+        match &self.secret_header {
+            None => Ok(None),
+            Some(Some(value)) => Ok(Some(value)),
+            Some(None) => Err(PeerError::Network(
+                "the cluster secret is not a header".into(),
+            )),
+        }
     }
 
     /// Idle connections of dropped Raft links.

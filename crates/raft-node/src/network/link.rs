@@ -59,8 +59,11 @@ pub(crate) struct Open {
 }
 
 impl Open {
-    fn driver(&mut self) -> &mut Driver {
-        self.driver.get_mut().unwrap_or_else(|e| e.into_inner())
+    /// Whether the connection can carry a request. One the peer closed while it was idle
+    /// is noticed only by polling its driver: this does so once, without waiting.
+    fn alive(&mut self) -> bool {
+        let driver = self.driver.get_mut().unwrap_or_else(|e| e.into_inner());
+        !self.sender.is_closed() && driver.as_mut().now_or_never().is_none()
     }
 }
 
@@ -103,33 +106,25 @@ impl PeerLink {
     }
 
     async fn exchange(&mut self, path: &str, body: Vec<u8>) -> Result<Bytes, PeerError> {
-        // A connection the peer closed while it was idle is noticed only by polling its
-        // driver: do that once, without waiting, before trusting it with a request.
-        if let Some(open) = &mut self.open
-            && (open.sender.is_closed() || open.driver().as_mut().now_or_never().is_some())
-        {
-            self.open = None;
-        }
-        if self.open.is_none() {
-            self.open = self.client.idle_links().take(&self.addr);
-            if let Some(open) = &mut self.open
-                && (open.sender.is_closed() || open.driver().as_mut().now_or_never().is_some())
-            {
-                self.open = None;
-            }
-        }
-        let open = match &mut self.open {
-            Some(open) => open,
+        // This link's connection, else one a dropped link left, whichever is still alive.
+        let reused = self
+            .open
+            .take()
+            .and_then(|mut open| open.alive().then_some(open))
+            .or_else(|| {
+                let mut open = self.client.idle_links().take(&self.addr)?;
+                open.alive().then_some(open)
+            });
+        let open = match reused {
+            Some(open) => self.open.insert(open),
             None => self.open.insert(self.connect().await?),
         };
         let mut request = hyper::Request::post(path)
             .header(hyper::header::HOST, self.addr.as_str())
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| PeerError::Network(e.to_string()))?;
-        if let Some(secret) = &self.client.secret {
-            let value = hyper::header::HeaderValue::from_str(secret.expose())
-                .map_err(|_| PeerError::Network("the cluster secret is not a header".into()))?;
-            request.headers_mut().insert(SECRET_HEADER, value);
+        if let Some(secret) = self.client.secret_header()? {
+            request.headers_mut().insert(SECRET_HEADER, secret.clone());
         }
         let Open { sender, driver } = open;
         let driver = driver.get_mut().unwrap_or_else(|e| e.into_inner());
