@@ -31,6 +31,7 @@ mod node;
 mod secret;
 mod stats;
 pub mod store;
+mod tick;
 pub mod tls;
 mod types;
 mod worker;

@@ -7,6 +7,10 @@
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
 use baton_state_machine::*;
+
+/// The `baton` binary's allocator, so the memory line is what a node pays (decision #114).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

@@ -217,7 +217,7 @@ impl StateMachine {
             };
         }
         match res.holders.get(&claimant) {
-            Some(h) if enqueued.is_none() || h.enqueued == enqueued => {
+            Some(h) if enqueued.is_none() || h.enqueued() == enqueued => {
                 Response::Granted(grant_of(&id, &claimant, h))
             }
             _ => Rejection::NotWaiting.into(),
@@ -335,7 +335,7 @@ impl StateMachine {
                     demand,
                     fence,
                     count: 1,
-                    enqueued: Some(enqueued),
+                    enqueued: Holder::from_queue(enqueued),
                     lock_delay_ms,
                     value,
                 },
@@ -516,7 +516,7 @@ pub(crate) fn holder_info(claimant: &Claimant, holder: &Holder) -> HolderInfo {
         fence: holder.fence,
         count: holder.count,
         value: holder.value.clone(),
-        enqueued: holder.enqueued,
+        enqueued: holder.enqueued(),
     }
 }
 

@@ -19,8 +19,10 @@ pub(crate) struct ClaimRef {
 pub(crate) struct Lease {
     pub(crate) ttl_ms: u64,
     pub(crate) granted: Revision,
-    /// Remaining TTL at the last checkpoint the leader proposed; `None` means the full TTL.
-    pub(crate) checkpoint_remaining_ms: Option<u64>,
+    /// Remaining TTL at the last checkpoint the leader proposed, or [`FULL_TTL`]: a
+    /// recorded remaining time is always below the TTL, so the sentinel is never one, and
+    /// 8 bytes instead of an `Option`'s 16 keep a `Lease` in 112 (decision #114).
+    checkpoint_remaining_ms: u64,
     /// Holds and queue entries.
     pub(crate) claims: SmallSet<ClaimRef>,
     /// The principal that granted it (`None`: granted without authentication).
@@ -37,6 +39,9 @@ struct LeaseExtras {
     /// Idempotency outcomes this lease owns: sequence number → key.
     idempotency: BTreeMap<u64, String>,
 }
+
+/// `checkpoint_remaining_ms` of a lease without a checkpoint since its last reset.
+const FULL_TTL: u64 = u64::MAX;
 
 /// The keys of a lease without any.
 static NO_KEYS: BTreeSet<String> = BTreeSet::new();
@@ -75,7 +80,7 @@ impl From<LeaseWire> for Lease {
         let mut lease = Lease {
             ttl_ms: w.ttl_ms,
             granted: w.granted,
-            checkpoint_remaining_ms: w.checkpoint_remaining_ms,
+            checkpoint_remaining_ms: FULL_TTL,
             claims: w.claims,
             owner: w.owner,
             extras: Some(Box::new(LeaseExtras {
@@ -83,6 +88,7 @@ impl From<LeaseWire> for Lease {
                 idempotency: w.idempotency,
             })),
         };
+        lease.set_checkpoint_remaining_ms(w.checkpoint_remaining_ms);
         lease.tidy();
         lease
     }
@@ -93,7 +99,7 @@ impl Serialize for Lease {
         LeaseWireRef {
             ttl_ms: self.ttl_ms,
             granted: self.granted,
-            checkpoint_remaining_ms: self.checkpoint_remaining_ms,
+            checkpoint_remaining_ms: self.checkpoint_remaining_ms(),
             keys: self.keys(),
             claims: &self.claims,
             idempotency: self.idempotency(),
@@ -108,11 +114,24 @@ impl Lease {
         Lease {
             ttl_ms,
             granted,
-            checkpoint_remaining_ms: None,
+            checkpoint_remaining_ms: FULL_TTL,
             claims: SmallSet::new(),
             owner,
             extras: None,
         }
+    }
+
+    /// Remaining TTL at the last checkpoint; `None` means the full TTL.
+    pub(crate) fn checkpoint_remaining_ms(&self) -> Option<u64> {
+        (self.checkpoint_remaining_ms != FULL_TTL).then_some(self.checkpoint_remaining_ms)
+    }
+
+    /// Records a checkpoint's remaining TTL: below the TTL, or `None` for the full TTL (a
+    /// reset), as the checkpoint command decides.
+    pub(crate) fn set_checkpoint_remaining_ms(&mut self, remaining_ms: Option<u64>) {
+        self.checkpoint_remaining_ms = remaining_ms
+            .filter(|r| *r < self.ttl_ms)
+            .unwrap_or(FULL_TTL);
     }
 
     /// Its ephemeral keys.
@@ -223,7 +242,7 @@ mod tests {
         Before {
             ttl_ms: l.ttl_ms,
             granted: l.granted,
-            checkpoint_remaining_ms: l.checkpoint_remaining_ms,
+            checkpoint_remaining_ms: l.checkpoint_remaining_ms(),
             keys: l.keys().clone(),
             claims: l.claims.clone(),
             idempotency: l.idempotency().clone(),
@@ -246,7 +265,7 @@ mod tests {
         lease.insert_key("k".into());
         let keyed = lease.clone();
         assert_eq!(lease.own_outcome(7, "req-1".into(), 8), None);
-        lease.checkpoint_remaining_ms = Some(4_000);
+        lease.set_checkpoint_remaining_ms(Some(4_000));
         for lease in [plain, keyed, lease] {
             let bytes = encode(&lease);
             assert_eq!(bytes, encode(&before(&lease)));

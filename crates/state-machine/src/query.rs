@@ -179,7 +179,7 @@ impl StateMachine {
             lease: id,
             ttl_ms: lease.ttl_ms,
             granted: lease.granted,
-            checkpoint_remaining_ms: lease.checkpoint_remaining_ms,
+            checkpoint_remaining_ms: lease.checkpoint_remaining_ms(),
             keys: lease.keys().iter().cloned().collect(),
             claims: lease
                 .claims
@@ -197,7 +197,7 @@ impl StateMachine {
             .map(|(id, l)| LeaseClockEntry {
                 lease: *id,
                 ttl_ms: l.ttl_ms,
-                checkpoint_remaining_ms: l.checkpoint_remaining_ms,
+                checkpoint_remaining_ms: l.checkpoint_remaining_ms(),
             })
             .collect()
     }
@@ -207,7 +207,7 @@ impl StateMachine {
         self.leases.get(&id).map(|l| LeaseClockEntry {
             lease: id,
             ttl_ms: l.ttl_ms,
-            checkpoint_remaining_ms: l.checkpoint_remaining_ms,
+            checkpoint_remaining_ms: l.checkpoint_remaining_ms(),
         })
     }
 

@@ -7,6 +7,7 @@ use crate::ids::{Fence, LeaseId, Revision};
 use crate::small::SmallMap;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::num::NonZeroU64;
 
 /// The three kinds of queued resource. Each kind has its own namespace of names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -127,12 +128,26 @@ pub struct Holder {
     pub fence: Fence,
     /// Re-entrant count: acquires minus releases.
     pub count: u32,
-    /// The enqueue revision if the grant came from the queue.
-    pub enqueued: Option<Revision>,
+    /// The enqueue revision if the grant came from the queue, in 8 bytes: revisions start
+    /// at 1, and an `Option<Revision>` of 16 would push a `Resource` past 128 bytes
+    /// (decision #114). Encoded as an `Option<Revision>` is.
+    pub enqueued: Option<NonZeroU64>,
     /// Lock-delay to apply if this holder is lost through lease expiry.
     pub lock_delay_ms: u64,
     /// The election value (elections only).
     pub value: Option<String>,
+}
+
+impl Holder {
+    /// The enqueue revision if the grant came from the queue.
+    pub fn enqueued(&self) -> Option<Revision> {
+        self.enqueued.map(|r| Revision(r.get()))
+    }
+
+    /// The compact form of a grant's enqueue revision.
+    pub(crate) fn from_queue(enqueued: Revision) -> Option<NonZeroU64> {
+        NonZeroU64::new(enqueued.0)
+    }
 }
 
 /// A queued claim.
@@ -467,6 +482,48 @@ mod tests {
             assert_eq!(back, r);
             assert!(back.contention_is_tidy());
         }
+    }
+
+    /// `Holder` as it was declared before decision #114.
+    #[derive(Serialize)]
+    struct HolderBefore {
+        demand: Demand,
+        fence: Fence,
+        count: u32,
+        enqueued: Option<Revision>,
+        lock_delay_ms: u64,
+        value: Option<String>,
+    }
+
+    #[test]
+    fn a_holder_encodes_its_enqueue_revision_as_an_option_of_a_revision() {
+        for enqueued in [None, Some(Revision(1)), Some(Revision(u64::MAX))] {
+            let h = Holder {
+                enqueued: enqueued.and_then(Holder::from_queue),
+                value: Some("v".into()),
+                ..holder()
+            };
+            assert_eq!(h.enqueued(), enqueued);
+            let bytes = encode(&h);
+            let old = HolderBefore {
+                demand: h.demand,
+                fence: h.fence,
+                count: h.count,
+                enqueued,
+                lock_delay_ms: h.lock_delay_ms,
+                value: h.value.clone(),
+            };
+            assert_eq!(bytes, encode(&old));
+            let back: Holder = bincode::DefaultOptions::new().deserialize(&bytes).unwrap();
+            assert_eq!(back, h);
+        }
+    }
+
+    #[test]
+    fn a_resource_and_a_lease_fit_the_allocators_128_and_112_byte_classes() {
+        // Every held lock boxes one of each; jemalloc's classes are 112, 128 and 160 bytes.
+        assert!(std::mem::size_of::<Resource>() <= 128);
+        assert!(std::mem::size_of::<crate::lease::Lease>() <= 112);
     }
 
     #[test]

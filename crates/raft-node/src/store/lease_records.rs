@@ -15,17 +15,33 @@
 //! Owns: the records. Woken by: nothing (the state-machine store calls it while applying).
 //! Stops: with the store.
 
+use crate::tick::Tick;
 use baton_state_machine::{EventKind, LeaseId, StateMachine};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
-/// One lease's latest record as this node applied it.
+/// One lease's latest record as this node applied it: 16 bytes (decision #114).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Record {
     /// When this node applied it (its own monotonic clock).
-    pub(crate) applied_at: Instant,
+    applied_at: Tick,
     /// The term of the entry that carried it.
     pub(crate) term: u64,
+}
+
+impl Record {
+    /// A record applied at `applied_at` in `term`.
+    pub(crate) fn new(applied_at: Instant, term: u64) -> Record {
+        Record {
+            applied_at: Tick::of(applied_at),
+            term,
+        }
+    }
+
+    /// When this node applied it.
+    pub(crate) fn applied_at(&self) -> Instant {
+        self.applied_at.instant()
+    }
 }
 
 /// Every live lease's latest record, and when each term's first entry was applied.
@@ -45,10 +61,7 @@ impl LeaseRecords {
         LeaseRecords {
             leases: HashMap::new(),
             term_starts: BTreeMap::new(),
-            fallback: Record {
-                applied_at: loaded_at,
-                term,
-            },
+            fallback: Record::new(loaded_at, term),
         }
     }
 
@@ -75,13 +88,7 @@ impl LeaseRecords {
     ) {
         for lease in leases {
             if sm.has_lease(lease) {
-                self.leases.insert(
-                    lease,
-                    Record {
-                        applied_at: now,
-                        term,
-                    },
-                );
+                self.leases.insert(lease, Record::new(now, term));
             }
         }
     }
@@ -91,10 +98,7 @@ impl LeaseRecords {
     pub(crate) fn event(&mut self, kind: &EventKind, term: u64, now: Instant) {
         match kind {
             EventKind::LeaseGranted { lease, .. } => {
-                let record = Record {
-                    applied_at: now,
-                    term,
-                };
+                let record = Record::new(now, term);
                 self.leases.insert(*lease, record);
             }
             EventKind::LeaseRevoked { lease } | EventKind::LeaseExpired { lease } => {
@@ -153,18 +157,12 @@ mod tests {
         let t0 = loaded + Duration::from_millis(7);
         let lease = LeaseId(1);
         r.event(&EventKind::LeaseGranted { lease, ttl_ms: 10 }, 2, t0);
-        let granted = Record {
-            applied_at: t0,
-            term: 2,
-        };
+        let granted = Record::new(t0, 2);
         assert_eq!(r.get(lease), granted);
         // The state has no such lease: a checkpoint of it records nothing new.
         r.checkpoint([lease, LeaseId(9)], &sm, 4, t0 + Duration::from_millis(1));
         assert_eq!(r.get(lease), granted);
-        let from_the_snapshot = Record {
-            applied_at: loaded,
-            term: 1,
-        };
+        let from_the_snapshot = Record::new(loaded, 1);
         assert_eq!(r.get(LeaseId(9)), from_the_snapshot);
         r.event(&EventKind::LeaseExpired { lease }, 4, t0);
         assert_eq!(r.len(), 0);

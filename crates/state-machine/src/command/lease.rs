@@ -91,8 +91,7 @@ impl LeaseCheckpoint {
         let mut leases = 0;
         for (id, remaining_ms) in self.remaining_ms {
             if let Some(lease) = sm.leases.get_mut(&id) {
-                lease.checkpoint_remaining_ms =
-                    (remaining_ms < lease.ttl_ms).then_some(remaining_ms);
+                lease.set_checkpoint_remaining_ms(Some(remaining_ms));
                 leases += 1;
             }
         }

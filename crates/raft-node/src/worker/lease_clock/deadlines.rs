@@ -14,12 +14,12 @@
 //! Woken by: nothing; the clock task calls it. Stops: with the task that holds it.
 
 use crate::store::LeaseRecords;
+use crate::tick::Tick;
 use baton_state_machine::{
     AcquireTimeout, Command, EventKind, LeaseExpire, LeaseId, LockDelayElapsed, ResourceId,
     Revision, StateMachine,
 };
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The clock's answer to a keepalive.
@@ -90,55 +90,27 @@ impl Due {
     }
 }
 
-/// An instant on the leader's monotonic clock as nanoseconds since [`epoch`]: 8 bytes
-/// where an `Instant` takes 16, kept twice for every lease (decision #105).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Tick(u64);
-
-impl Tick {
-    /// `at` as a tick; an instant before the epoch counts as the epoch (it is past either
-    /// way) and one 584 years after it as the last tick.
-    fn of(at: Instant) -> Tick {
-        Tick(nanos(at.saturating_duration_since(epoch())))
-    }
-
-    /// The instant again (exact: both count nanoseconds).
-    fn instant(self) -> Instant {
-        epoch() + Duration::from_nanos(self.0)
-    }
-}
-
-/// A duration in nanoseconds, the last one for anything beyond 584 years.
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// The origin of ticks: a year before the first tick was taken, so no instant the clock
-/// handles comes before it. Where the platform's clock could not go back that far it
-/// would be the first tick's time; Linux's can (a unit test checks).
-fn epoch() -> Instant {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    *EPOCH.get_or_init(|| {
-        let now = Instant::now();
-        now.checked_sub(Duration::from_secs(365 * 24 * 3600))
-            .unwrap_or(now)
-    })
-}
-
-/// One lease's deadline: 40 bytes (decision #105).
+/// One lease's deadline: 24 bytes (decisions #105, #114). With its 8-byte key a B-tree
+/// leaf of them fits jemalloc's 384-byte class, where 40 bytes took a 640-byte block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct LeaseDeadline {
     /// When it ends.
     at: Tick,
     ttl_ms: u64,
-    /// How much of it, in nanoseconds, a promotion added beyond the lease's recorded
-    /// deadline: checkpoints record the deadline without it, so graces never add up
-    /// across leader changes.
-    grace_ns: u64,
-    /// The remaining time a committed checkpoint of this very deadline recorded; a new
-    /// deadline (keepalive, promotion) starts without one.
-    recorded_ms: Option<u64>,
+    /// How much of it, in whole microseconds (rounded down, so a checkpoint never records
+    /// less than the deadline without it), a promotion added beyond the lease's recorded
+    /// deadline: checkpoints record the deadline without it, so graces never add up across
+    /// leader changes. A grace is at most an election timeout; 71 minutes saturate.
+    grace_us: u32,
+    /// The remaining time a committed checkpoint of this very deadline recorded, or
+    /// [`NOT_RECORDED`]; a new deadline (keepalive, promotion) starts without one.
+    recorded_ms: u32,
 }
+
+/// `recorded_ms` of a deadline no committed checkpoint recorded. A remaining time of 49
+/// days or more is not recorded either: such a lease is named at every checkpoint,
+/// which is correct, only not economical.
+const NOT_RECORDED: u32 = u32::MAX;
 
 impl LeaseDeadline {
     /// When it ends.
@@ -148,12 +120,18 @@ impl LeaseDeadline {
 
     /// The deadline without the promotion grace.
     fn graceless(&self) -> Tick {
-        self.at.0.checked_sub(self.grace_ns).map_or(self.at, Tick)
+        let grace_ns = u64::from(self.grace_us) * 1_000;
+        self.at.0.checked_sub(grace_ns).map_or(self.at, Tick)
     }
 
     /// The promotion's grace.
     fn grace(&self) -> Duration {
-        Duration::from_nanos(self.grace_ns)
+        Duration::from_micros(u64::from(self.grace_us))
+    }
+
+    /// The remaining time the last committed checkpoint of this deadline recorded.
+    fn recorded(&self) -> Option<u64> {
+        (self.recorded_ms != NOT_RECORDED).then_some(u64::from(self.recorded_ms))
     }
 }
 
@@ -205,23 +183,27 @@ impl Deadlines {
 
     /// Sets a lease's deadline at `at`, of which `grace` is a promotion's grace.
     fn set_lease_with_grace(&mut self, lease: LeaseId, at: Instant, ttl_ms: u64, grace: Duration) {
+        let deadline = self.deadline(at, ttl_ms, grace);
+        if let Some(old) = self.leases.insert(lease, deadline) {
+            self.lease_order.remove(&(old.at, lease));
+        }
+        self.lease_order.insert((deadline.at, lease));
+    }
+
+    /// A deadline at `at` (moved earlier for the unsafe canary), not yet recorded.
+    fn deadline(&self, at: Instant, ttl_ms: u64, grace: Duration) -> LeaseDeadline {
         let at = match self.expiry {
             Expiry::OnTime => at,
             Expiry::UnsafeEarly => at
                 .checked_sub(Duration::from_millis(ttl_ms * 3 / 4))
                 .unwrap_or(at),
         };
-        let at = Tick::of(at);
-        let deadline = LeaseDeadline {
-            at,
+        LeaseDeadline {
+            at: Tick::of(at),
             ttl_ms,
-            grace_ns: nanos(grace),
-            recorded_ms: None,
-        };
-        if let Some(old) = self.leases.insert(lease, deadline) {
-            self.lease_order.remove(&(old.at, lease));
+            grace_us: u32::try_from(grace.as_micros()).unwrap_or(u32::MAX),
+            recorded_ms: NOT_RECORDED,
         }
-        self.lease_order.insert((at, lease));
     }
 
     /// Forgets a lease that is revoked or expired, with its proposed expiry or checkpoint.
@@ -423,7 +405,7 @@ impl Deadlines {
             .iter()
             .filter_map(|(lease, deadline)| {
                 let remaining = checkpoint_remaining(deadline, now);
-                let stale = deadline.recorded_ms.is_none_or(|r| remaining * 2 <= r);
+                let stale = deadline.recorded().is_none_or(|r| remaining * 2 <= r);
                 (stale && remaining + interval_ms < deadline.ttl_ms).then_some((*lease, remaining))
             })
             .collect();
@@ -441,7 +423,7 @@ impl Deadlines {
             if let Some(deadline) = self.leases.get_mut(lease)
                 && checkpoint_remaining(deadline, now) == *remaining
             {
-                deadline.recorded_ms = Some(*remaining);
+                deadline.recorded_ms = u32::try_from(*remaining).unwrap_or(NOT_RECORDED);
             }
         }
     }
@@ -496,21 +478,33 @@ pub(crate) fn promote(
     grace_ms: u64,
 ) {
     d.clear();
+    // In lease-id order (the state machine's): the maps below are built from sorted runs,
+    // which fills their B-tree nodes, where inserting one lease after another leaves them
+    // about half empty (decision #114).
+    let mut leases = Vec::new();
     for entry in sm.lease_clock() {
         let ttl = Duration::from_millis(entry.ttl_ms);
         let record = records.get(entry.lease);
         let recorded = match entry.checkpoint_remaining_ms {
-            Some(r) if r < entry.ttl_ms => record.applied_at + Duration::from_millis(r),
+            Some(r) if r < entry.ttl_ms => record.applied_at() + Duration::from_millis(r),
             _ => records.next_term_start(record.term).unwrap_or(now) + ttl,
         };
         let recorded = recorded.min(now + ttl);
         let at = (recorded + Duration::from_millis(grace_ms)).min(now + ttl);
         let grace = at.saturating_duration_since(recorded);
-        d.set_lease_with_grace(entry.lease, at, entry.ttl_ms, grace);
-        // The first keepalive in this term commits a reset before it is acknowledged, so
-        // that the next leader knows of it.
-        d.mark(entry.lease);
+        leases.push((entry.lease, d.deadline(at, entry.ttl_ms, grace)));
     }
+    // (`collect` sorts before it builds.)
+    d.lease_order = leases.iter().map(|(l, dl)| (dl.at, *l)).collect();
+    // The first keepalive in this term commits a reset before it is acknowledged, so that
+    // the next leader knows of it: every lease is marked, each with a mark of its own.
+    let first_mark = d.next_mark;
+    d.checkpointed = (first_mark..)
+        .zip(&leases)
+        .map(|(mark, (lease, _))| (*lease, mark))
+        .collect();
+    d.next_mark = first_mark + leases.len() as u64;
+    d.leases = leases.into_iter().collect();
     for w in sm.pending_waits() {
         d.set_wait(
             w.resource,
@@ -593,22 +587,26 @@ mod tests {
     }
 
     #[test]
-    fn ticks_keep_instants_exactly_and_count_earlier_ones_as_the_epoch() {
-        let now = Instant::now();
-        for nanos in [0, 1, 999_999, 3_600_000_000_123] {
-            let at = now + Duration::from_nanos(nanos);
-            assert_eq!(Tick::of(at).instant(), at);
-        }
-        assert!(Tick::of(now) < Tick::of(now + Duration::from_nanos(1)));
-        if let Some(before) = epoch().checked_sub(Duration::from_secs(1)) {
-            assert_eq!(Tick::of(before), Tick(0));
-        }
-        // On Linux the monotonic clock goes back a year, so nothing real is clamped.
-        #[cfg(target_os = "linux")]
-        assert!(now.duration_since(epoch()) >= Duration::from_secs(364 * 24 * 3600));
-        // What decision #105 counts on: 16 bytes per order key, 40 per deadline.
+    fn a_lease_deadline_takes_24_bytes_and_keeps_its_grace_and_record() {
+        assert_eq!(std::mem::size_of::<LeaseDeadline>(), 24);
         assert_eq!(std::mem::size_of::<(Tick, LeaseId)>(), 16);
-        assert_eq!(std::mem::size_of::<LeaseDeadline>(), 40);
+        let mut d = Deadlines::new(Expiry::OnTime);
+        let at = Instant::now() + ms(10_000);
+        d.set_lease_with_grace(LeaseId(1), at, 10_000, Duration::from_nanos(1_500_999));
+        let deadline = d.leases[&LeaseId(1)];
+        assert_eq!(deadline.at(), at);
+        // Rounded down to the microsecond: the deadline without it is never earlier.
+        assert_eq!(deadline.grace(), Duration::from_micros(1_500));
+        assert_eq!(
+            deadline.graceless(),
+            Tick::of(at - Duration::from_micros(1_500))
+        );
+        assert_eq!(deadline.recorded(), None);
+        let now = at - ms(4_000);
+        let chosen = d.checkpoint(now, 1_000);
+        assert_eq!(chosen.len(), 1);
+        d.checkpoint_committed(&chosen, now);
+        assert_eq!(d.leases[&LeaseId(1)].recorded(), Some(chosen[0].1));
     }
 
     #[test]
