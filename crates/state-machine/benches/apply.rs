@@ -7,12 +7,12 @@
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
 use baton_state_machine::*;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
 
 /// The `baton` binary's allocator, so the memory line is what a node pays (decision #114).
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-use std::hint::black_box;
-use std::time::{Duration, Instant};
 
 /// This process's resident memory in bytes (`VmRSS`), 0 where `/proc` is missing.
 fn resident_bytes() -> u64 {
