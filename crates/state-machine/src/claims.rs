@@ -67,22 +67,23 @@ impl StateMachine {
     }
 
     fn grant_now(&mut self, ctx: &mut Ctx, id: ResourceId, req: ClaimRequest) -> Response {
-        let res = self.resources.entry(id.clone()).or_insert_with(|| {
-            self.tallies.resources[slot(id.kind)] += 1;
-            Box::new(Resource::new(req.policy))
-        });
         let fence = ctx.fence();
         let claimant = req.claimant;
-        res.insert_holder(
-            claimant.clone(),
-            Holder {
-                demand: req.demand,
-                fence,
-                count: 1,
-                enqueued: None,
-                lock_delay_ms: req.lock_delay_ms,
-                value: req.value.clone(),
+        let holder = Holder {
+            demand: req.demand,
+            fence,
+            count: 1,
+            enqueued: None,
+            lock_delay_ms: req.lock_delay_ms,
+            value: req.value.clone(),
+        };
+        self.resources.update_or_insert_with(
+            &id,
+            || {
+                self.tallies.resources[slot(id.kind)] += 1;
+                Box::new(Resource::new(req.policy))
             },
+            |res| res.insert_holder(claimant.clone(), holder),
         );
         self.tallies.holders[slot(id.kind)] += 1;
         self.link_claim(&id, &claimant);

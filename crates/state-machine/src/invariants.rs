@@ -84,7 +84,7 @@ impl StateMachine {
     }
 
     fn check_leases(&self) -> Result<(), String> {
-        for (id, lease) in &self.leases {
+        for (id, lease) in self.leases.iter() {
             ensure!(
                 id.0 < self.next_lease_id,
                 "lease {id} not below the counter"
@@ -128,7 +128,7 @@ impl StateMachine {
 
     fn check_resources(&self) -> Result<(), String> {
         let mut tallies = Tallies::default();
-        for (id, res) in &self.resources {
+        for (id, res) in self.resources.iter() {
             self.check_resource(id, res)?;
             tallies.resources[slot(id.kind)] += 1;
             tallies.holders[slot(id.kind)] += res.holders.len() as u64;

@@ -57,6 +57,7 @@ mod lease;
 mod limits;
 mod machine;
 mod outcome;
+mod packed;
 mod query;
 mod resource;
 mod small;

@@ -9,6 +9,7 @@ use crate::keyspace::{Keyspace, Record};
 use crate::lease::Lease;
 use crate::limits::Bounds;
 use crate::outcome::{Applied, Rejection, Response};
+use crate::packed::PackedMap;
 use crate::resource::{Resource, ResourceId, ResourceKind};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,11 +21,11 @@ pub struct StateMachine {
     pub(crate) bounds: Bounds,
     pub(crate) revision: Revision,
     pub(crate) next_lease_id: u64,
-    /// Boxed, like `resources`: a B-tree leaf has room for eleven values and sequential
-    /// ids leave leaves about half full, so the slack costs a pointer, not a whole value.
-    pub(crate) leases: BTreeMap<LeaseId, Box<Lease>>,
+    /// In a packed map, as `resources`: sequential ids left a B-tree's leaves about half
+    /// full (decision #115). Boxed, so moving entries within a run moves pointers.
+    pub(crate) leases: PackedMap<LeaseId, Box<Lease>>,
     pub(crate) keys: Keyspace,
-    pub(crate) resources: BTreeMap<ResourceId, Box<Resource>>,
+    pub(crate) resources: PackedMap<ResourceId, Box<Resource>>,
     /// Resources with a pending lock-delay, so the leader finds them without a scan.
     pub(crate) delayed: BTreeSet<ResourceId>,
     pub(crate) idempotency: IdempotencyTable,
@@ -87,9 +88,9 @@ impl StateMachine {
             bounds,
             revision: Revision(0),
             next_lease_id: 1,
-            leases: BTreeMap::new(),
+            leases: PackedMap::new(),
             keys: Keyspace::default(),
-            resources: BTreeMap::new(),
+            resources: PackedMap::new(),
             delayed: BTreeSet::new(),
             idempotency: IdempotencyTable::default(),
             events: EventWindow::default(),

@@ -142,7 +142,7 @@ impl StateMachine {
             None => Bound::Included(start),
         };
         self.resources
-            .range((lower, Bound::Unbounded))
+            .range_from(lower.as_ref())
             .take_while(|(id, _)| id.kind == kind && id.name.starts_with(prefix))
             .take(limit)
             .map(|(id, res)| LockSummary {
