@@ -78,6 +78,7 @@ pub use outcome::{
     Applied, Grant, HolderInfo, LOCK_HELD_HOLDERS_MAX, LockState, Rejection, Response, TxnResult,
     WaiterInfo,
 };
+pub use packed::PackedMap;
 pub use query::{Counts, FenceCheck, LockSummary, PendingWait};
 pub use resource::{Claimant, Demand, LockDelay, Policy, ResourceId, ResourceKind};
 pub use snapshot::SNAPSHOT_FORMAT_VERSION;

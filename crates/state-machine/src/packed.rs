@@ -6,7 +6,8 @@
 //! by each run's first key: an entry costs its own bytes plus the allocator's rounding,
 //! whatever the order of inserts (decision #115). Lookups are a B-tree search over the runs
 //! and a binary search in one; an insert or removal moves at most one run's entries.
-//! It encodes exactly as a `BTreeMap` does, so snapshots keep their format.
+//! It encodes exactly as a `BTreeMap` does, so snapshots keep their format. Public so the
+//! node's own per-lease tables (the lease clock, the lease records) can use it too.
 
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde::ser::{Serialize, Serializer};
@@ -17,7 +18,7 @@ use std::ops::Bound;
 
 /// An ordered map of sorted runs; see the module documentation.
 #[derive(Clone)]
-pub(crate) struct PackedMap<K, V> {
+pub struct PackedMap<K, V> {
     /// Runs in key order, each keyed by a key at or below its first entry's (so removing
     /// that entry needs no re-keying), every entry below the next run's key. Only the first
     /// and the last run may be empty.
@@ -36,7 +37,7 @@ impl<K, V> Default for PackedMap<K, V> {
 
 impl<K: Ord + Clone, V> PackedMap<K, V> {
     /// Most entries in one run: about 2 KiB of them, between 8 and 128.
-    pub(crate) const RUN_MAX: usize = {
+    pub const RUN_MAX: usize = {
         let size = std::mem::size_of::<(K, V)>();
         let n = match 2048usize.checked_div(size) {
             Some(n) => n,
@@ -54,14 +55,71 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
     /// A run below this many entries is merged with a neighbour when they fit in one.
     const RUN_MIN: usize = Self::RUN_MAX / 4;
 
+    /// Capacity grows and shrinks in quarters of a full run: a map's runs then come in
+    /// four block sizes, which the allocator reuses as runs grow, split and shrink,
+    /// instead of a block of every size left behind by one-entry steps.
+    const STEP: usize = Self::RUN_MAX.div_ceil(4);
+
+    /// The capacity kept for a run of `len` entries: `len` rounded up to a step.
+    fn capacity_for(len: usize) -> usize {
+        (len.div_ceil(Self::STEP) * Self::STEP)
+            .min(Self::RUN_MAX)
+            .max(len)
+    }
+
+    /// Makes room in `run` for one more entry, growing it by a step if it is full.
+    fn room_for_one(run: &mut Vec<(K, V)>) {
+        if run.len() == run.capacity() {
+            let want = Self::capacity_for(run.len() + 1);
+            run.reserve_exact(want - run.len());
+        }
+    }
+
+    /// Gives back a step or more of capacity `run` no longer needs.
+    fn trim(run: &mut Vec<(K, V)>) {
+        let want = Self::capacity_for(run.len());
+        if run.capacity() >= want + Self::STEP {
+            run.shrink_to(want);
+        }
+    }
+
     /// An empty map (allocates nothing).
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Self::default()
     }
 
     /// Number of entries.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Whether it has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The entry with the smallest key.
+    pub fn first_key_value(&self) -> Option<(&K, &V)> {
+        // Only the first run may be empty, so this looks at two runs at most.
+        let (k, v) = self.runs.values().find_map(|run| run.first())?;
+        Some((k, v))
+    }
+
+    /// Removes and returns the entry with the smallest key.
+    pub fn pop_first(&mut self) -> Option<(K, V)> {
+        let key = self.first_key_value()?.0.clone();
+        let value = self.remove(&key)?;
+        Some((key, value))
+    }
+
+    /// Keeps only the entries for which `keep` is true; rebuilds the runs, O(n).
+    pub fn retain(&mut self, mut keep: impl FnMut(&K, &mut V) -> bool) {
+        let runs = std::mem::take(&mut self.runs);
+        let kept = runs
+            .into_values()
+            .flatten()
+            .filter_map(|(k, mut v)| keep(&k, &mut v).then_some((k, v)));
+        *self = Self::from_sorted(kept);
     }
 
     /// The run that holds `key` if anything does: the last run whose first key is not above it.
@@ -73,14 +131,14 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
     }
 
     /// The value at `key`.
-    pub(crate) fn get(&self, key: &K) -> Option<&V> {
+    pub fn get(&self, key: &K) -> Option<&V> {
         let run = self.run(key)?;
         let i = run.binary_search_by(|(k, _)| k.cmp(key)).ok()?;
         Some(&run[i].1)
     }
 
     /// The value at `key`, mutably.
-    pub(crate) fn get_mut(&mut self, key: &K) -> Option<&mut V> {
+    pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
         let (_, run) = self
             .runs
             .range_mut((Bound::Unbounded, Bound::Included(key)))
@@ -90,14 +148,14 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
     }
 
     /// Whether `key` is present.
-    pub(crate) fn contains_key(&self, key: &K) -> bool {
+    pub fn contains_key(&self, key: &K) -> bool {
         self.get(key).is_some()
     }
 
     /// Applies `update` to the value at `key`, made with `make()` and inserted first if
     /// there is none; returns what `update` returns. One search when the key is there or
     /// its run has room; a new value is updated before it goes in.
-    pub(crate) fn update_or_insert_with<R>(
+    pub fn update_or_insert_with<R>(
         &mut self,
         key: &K,
         make: impl FnOnce() -> V,
@@ -113,7 +171,7 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
                 Err(i) if run.len() < Self::RUN_MAX => {
                     let mut value = make();
                     let answer = update(&mut value);
-                    run.reserve_exact(1);
+                    Self::room_for_one(run);
                     run.insert(i, (key.clone(), value));
                     self.len += 1;
                     return answer;
@@ -129,7 +187,7 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
     }
 
     /// Inserts, returning the value `key` had.
-    pub(crate) fn insert(&mut self, key: K, value: V) -> Option<V> {
+    pub fn insert(&mut self, key: K, value: V) -> Option<V> {
         let beyond_last = self.runs.last_key_value().is_none_or(|(k, _)| *k <= key);
         let Some((_, run)) = self
             .runs
@@ -146,7 +204,7 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
         };
         self.len += 1;
         if run.len() < Self::RUN_MAX {
-            run.reserve_exact(1);
+            Self::room_for_one(run);
             run.insert(i, (key, value));
             return None;
         }
@@ -158,12 +216,12 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
         // A full run: split it in two, insert on the side the key belongs to.
         let mid = run.len() / 2;
         let mut right = run.split_off(mid);
-        run.shrink_to_fit();
+        Self::trim(run);
         if i <= mid {
-            run.reserve_exact(1);
+            Self::room_for_one(run);
             run.insert(i, (key, value));
         } else {
-            right.reserve_exact(1);
+            Self::room_for_one(&mut right);
             right.insert(i - mid, (key, value));
         }
         self.runs.insert(right[0].0.clone(), right);
@@ -179,7 +237,7 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
                 self.runs.insert(key.clone(), vec![(key, value)]);
             }
             Some((_, mut run)) => {
-                run.reserve_exact(1);
+                Self::room_for_one(&mut run);
                 run.insert(0, (key.clone(), value));
                 self.runs.insert(key, run);
             }
@@ -190,7 +248,7 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
     }
 
     /// Removes `key`, returning its value.
-    pub(crate) fn remove(&mut self, key: &K) -> Option<V> {
+    pub fn remove(&mut self, key: &K) -> Option<V> {
         let (outer, run) = self
             .runs
             .range_mut((Bound::Unbounded, Bound::Included(key)))
@@ -203,8 +261,8 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
         if run.is_empty() || run.len() + 1 == Self::RUN_MIN {
             let outer = outer.clone();
             self.rebalance(&outer);
-        } else if run.capacity() > run.len() + run.len() / 2 {
-            run.shrink_to_fit();
+        } else {
+            Self::trim(run);
         }
         Some(value)
     }
@@ -221,7 +279,7 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
         if len == 0 {
             if at_end {
                 if let Some(run) = self.runs.get_mut(outer) {
-                    run.shrink_to_fit();
+                    Self::trim(run);
                 }
             } else {
                 self.runs.remove(outer);
@@ -258,24 +316,29 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
                 run.extend(next);
             }
         } else if let Some(run) = self.runs.get_mut(outer) {
-            run.shrink_to_fit();
+            Self::trim(run);
         }
     }
 
     /// Entries in key order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
         self.runs
             .values()
             .flat_map(|run| run.iter().map(|(k, v)| (k, v)))
     }
 
+    /// Keys in order.
+    pub fn keys(&self) -> impl Iterator<Item = &K> {
+        self.iter().map(|(k, _)| k)
+    }
+
     /// Values in key order.
-    pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
+    pub fn values(&self) -> impl Iterator<Item = &V> {
         self.iter().map(|(_, v)| v)
     }
 
     /// Entries in key order from `lower` on.
-    pub(crate) fn range_from<'a>(
+    pub fn range_from<'a>(
         &'a self,
         lower: Bound<&'a K>,
     ) -> impl Iterator<Item = (&'a K, &'a V)> + 'a {
@@ -315,7 +378,7 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
             map.len += 1;
         }
         if !run.is_empty() {
-            run.shrink_to_fit();
+            Self::trim(&mut run);
             map.runs.insert(run[0].0.clone(), run);
         }
         map

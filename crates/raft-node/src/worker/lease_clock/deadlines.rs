@@ -16,8 +16,8 @@
 use crate::store::LeaseRecords;
 use crate::tick::Tick;
 use baton_state_machine::{
-    AcquireTimeout, Command, EventKind, LeaseExpire, LeaseId, LockDelayElapsed, ResourceId,
-    Revision, StateMachine,
+    AcquireTimeout, Command, EventKind, LeaseExpire, LeaseId, LockDelayElapsed, PackedMap,
+    ResourceId, Revision, StateMachine,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -140,11 +140,13 @@ impl LeaseDeadline {
 pub(crate) struct Deadlines {
     expiry: Expiry,
     /// Lease deadlines in firing order, apart from the other kinds: a lease's key is 16
-    /// bytes where a `Due` is 80, and there is one per lease (decisions #95, #105).
-    lease_order: BTreeSet<(Tick, LeaseId)>,
+    /// bytes where a `Due` is 80, and there is one per lease (decisions #95, #105). The
+    /// per-lease tables are packed maps, which stay full when leases are granted one
+    /// after another (decision #115).
+    lease_order: PackedMap<(Tick, LeaseId), ()>,
     /// Waits and lock-delays in firing order.
     order: BTreeSet<(Instant, Due)>,
-    leases: BTreeMap<LeaseId, LeaseDeadline>,
+    leases: PackedMap<LeaseId, LeaseDeadline>,
     waits: BTreeMap<(ResourceId, LeaseId, String), (Instant, Revision)>,
     delays: BTreeMap<ResourceId, (Instant, Revision)>,
     /// Leases whose expiry is proposed, with their TTL: a keepalive must not resurrect them.
@@ -152,7 +154,7 @@ pub(crate) struct Deadlines {
     /// Leases whose next keepalive must commit a reset (a checkpoint proposed or recorded,
     /// or a promotion, since their last committed reset), each with the mark it was set
     /// with: a reset committed for an older mark does not clear a newer one.
-    checkpointed: BTreeMap<LeaseId, u64>,
+    checkpointed: PackedMap<LeaseId, u64>,
     /// The next mark.
     next_mark: u64,
 }
@@ -187,7 +189,7 @@ impl Deadlines {
         if let Some(old) = self.leases.insert(lease, deadline) {
             self.lease_order.remove(&(old.at, lease));
         }
-        self.lease_order.insert((deadline.at, lease));
+        self.lease_order.insert((deadline.at, lease), ());
     }
 
     /// A deadline at `at` (moved earlier for the unsafe canary), not yet recorded.
@@ -317,20 +319,26 @@ impl Deadlines {
 
     /// The earliest deadline.
     pub(crate) fn next(&self) -> Option<Instant> {
-        let lease = self.lease_order.first().map(|(at, _)| at.instant());
+        let lease = self
+            .lease_order
+            .first_key_value()
+            .map(|((at, _), ())| at.instant());
         let other = self.order.first().map(|(at, _)| *at);
         lease.into_iter().chain(other).min()
     }
 
     /// The earliest of the two orders, if due at `now`; a lease first on a tie.
     fn pop_due(&mut self, now: Instant) -> Option<Due> {
-        let lease = self.lease_order.first().map(|(at, _)| at.instant());
+        let lease = self
+            .lease_order
+            .first_key_value()
+            .map(|((at, _), ())| at.instant());
         let other = self.order.first().map(|(at, _)| *at);
         match (lease, other) {
             (Some(l), o) if l <= now && o.is_none_or(|o| l <= o) => self
                 .lease_order
                 .pop_first()
-                .map(|(_, lease)| Due::Lease(lease)),
+                .map(|((_, lease), ())| Due::Lease(lease)),
             (_, Some(o)) if o <= now => self.order.pop_first().map(|(_, d)| d),
             _ => None,
         }
@@ -432,7 +440,7 @@ impl Deadlines {
     /// deadlines, except that what these already knew is kept: a lease's deadline, and
     /// which leases are checkpointed or expiring. What was missed is armed as if newly seen.
     pub(crate) fn resync(&mut self, mut fresh: Deadlines) {
-        for (lease, known) in &self.leases {
+        for (lease, known) in self.leases.iter() {
             if fresh.leases.contains_key(lease) {
                 fresh.set_lease_with_grace(*lease, known.at(), known.ttl_ms, known.grace());
             }
@@ -478,9 +486,8 @@ pub(crate) fn promote(
     grace_ms: u64,
 ) {
     d.clear();
-    // In lease-id order (the state machine's): the maps below are built from sorted runs,
-    // which fills their B-tree nodes, where inserting one lease after another leaves them
-    // about half empty (decision #114).
+    // In lease-id order (the state machine's): the maps below are built from sorted
+    // entries, every run full (decisions #114, #115).
     let mut leases = Vec::new();
     for entry in sm.lease_clock() {
         let ttl = Duration::from_millis(entry.ttl_ms);
@@ -495,7 +502,7 @@ pub(crate) fn promote(
         leases.push((entry.lease, d.deadline(at, entry.ttl_ms, grace)));
     }
     // (`collect` sorts before it builds.)
-    d.lease_order = leases.iter().map(|(l, dl)| (dl.at, *l)).collect();
+    d.lease_order = leases.iter().map(|(l, dl)| ((dl.at, *l), ())).collect();
     // The first keepalive in this term commits a reset before it is acknowledged, so that
     // the next leader knows of it: every lease is marked, each with a mark of its own.
     let first_mark = d.next_mark;
@@ -593,7 +600,7 @@ mod tests {
         let mut d = Deadlines::new(Expiry::OnTime);
         let at = Instant::now() + ms(10_000);
         d.set_lease_with_grace(LeaseId(1), at, 10_000, Duration::from_nanos(1_500_999));
-        let deadline = d.leases[&LeaseId(1)];
+        let deadline = *d.leases.get(&LeaseId(1)).expect("a deadline");
         assert_eq!(deadline.at(), at);
         // Rounded down to the microsecond: the deadline without it is never earlier.
         assert_eq!(deadline.grace(), Duration::from_micros(1_500));
@@ -606,7 +613,8 @@ mod tests {
         let chosen = d.checkpoint(now, 1_000);
         assert_eq!(chosen.len(), 1);
         d.checkpoint_committed(&chosen, now);
-        assert_eq!(d.leases[&LeaseId(1)].recorded(), Some(chosen[0].1));
+        let deadline = d.leases.get(&LeaseId(1)).expect("a deadline");
+        assert_eq!(deadline.recorded(), Some(chosen[0].1));
     }
 
     #[test]
