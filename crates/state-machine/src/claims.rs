@@ -74,8 +74,8 @@ impl StateMachine {
             fence,
             count: 1,
             enqueued: None,
-            lock_delay_ms: req.lock_delay_ms,
-            value: req.value.clone(),
+            lock_delay_ms: Holder::delay_ms(req.lock_delay_ms),
+            value: req.value.as_deref().map(Box::from),
         };
         self.resources.update_or_insert_with(
             &id,
@@ -279,7 +279,8 @@ impl StateMachine {
         };
         let (mut holds, mut waits) = (0, 0);
         let mut touched: Vec<(ResourceId, bool)> = Vec::new();
-        for ClaimRef { resource, owner } in claims {
+        for claim in claims {
+            let (resource, owner) = claim.into_parts();
             let claimant = Claimant { lease, owner };
             let held = self
                 .resources
@@ -288,7 +289,11 @@ impl StateMachine {
             if held {
                 let holder = self.drop_holder(ctx, &resource, &claimant, release_reason);
                 if end == LeaseEnd::Expired {
-                    self.start_delay(ctx, &resource, holder.map_or(0, |h| h.lock_delay_ms));
+                    self.start_delay(
+                        ctx,
+                        &resource,
+                        holder.map_or(0, |h| u64::from(h.lock_delay_ms)),
+                    );
                 }
                 holds += 1;
             } else {
@@ -337,8 +342,8 @@ impl StateMachine {
                     fence,
                     count: 1,
                     enqueued: Holder::from_queue(enqueued),
-                    lock_delay_ms,
-                    value,
+                    lock_delay_ms: Holder::delay_ms(lock_delay_ms),
+                    value: value.map(String::into_boxed_str),
                 },
             );
             granted += 1;
@@ -439,20 +444,14 @@ impl StateMachine {
 
     fn link_claim(&mut self, id: &ResourceId, claimant: &Claimant) {
         if let Some(lease) = self.leases.get_mut(&claimant.lease) {
-            lease.claims.insert(ClaimRef {
-                resource: id.clone(),
-                owner: claimant.owner.clone(),
-            });
+            lease.claims.insert(ClaimRef::new(id, &claimant.owner));
         }
     }
 
     fn unlink_claim(&mut self, id: &ResourceId, claimant: &Claimant) {
         if let Some(lease) = self.leases.get_mut(&claimant.lease) {
             // Lease end takes the whole set first; then there is nothing to unlink.
-            lease.claims.remove(&ClaimRef {
-                resource: id.clone(),
-                owner: claimant.owner.clone(),
-            });
+            lease.claims.remove(&ClaimRef::new(id, &claimant.owner));
         }
     }
 
@@ -462,7 +461,7 @@ impl StateMachine {
         let (claimant, holder) = res.leader()?;
         Some(Leader {
             lease: claimant.lease,
-            value: holder.value.clone().unwrap_or_default(),
+            value: holder.value.as_deref().unwrap_or_default().to_owned(),
             fence: holder.fence,
         })
     }
@@ -516,7 +515,7 @@ pub(crate) fn holder_info(claimant: &Claimant, holder: &Holder) -> HolderInfo {
         demand: holder.demand,
         fence: holder.fence,
         count: holder.count,
-        value: holder.value.clone(),
+        value: holder.value.as_deref().map(str::to_owned),
         enqueued: holder.enqueued(),
     }
 }

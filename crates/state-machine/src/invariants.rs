@@ -102,9 +102,9 @@ impl StateMachine {
                 let bound = self.keys.get(key).is_some_and(|r| r.lease == Some(*id));
                 ensure!(bound, "lease {id} lists key {key:?} not bound to it");
             }
-            for ClaimRef { resource, owner } in &lease.claims {
-                let claimant = Claimant::new(*id, owner.clone());
-                let present = self.resources.get(resource).is_some_and(|r| {
+            for claim in &lease.claims {
+                let (resource, claimant) = (claim.resource(), Claimant::new(*id, claim.owner()));
+                let present = self.resources.get(&resource).is_some_and(|r| {
                     r.holders.contains_key(&claimant) || r.queued().contains_key(&claimant)
                 });
                 ensure!(
@@ -246,12 +246,9 @@ impl StateMachine {
     }
 
     fn owns(&self, claimant: &Claimant, id: &ResourceId) -> bool {
-        self.leases.get(&claimant.lease).is_some_and(|l| {
-            l.claims.contains(&ClaimRef {
-                resource: id.clone(),
-                owner: claimant.owner.clone(),
-            })
-        })
+        self.leases
+            .get(&claimant.lease)
+            .is_some_and(|l| l.claims.contains(&ClaimRef::new(id, &claimant.owner)))
     }
 
     fn check_idempotency(&self) -> Result<(), String> {

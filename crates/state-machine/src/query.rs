@@ -184,7 +184,7 @@ impl StateMachine {
             claims: lease
                 .claims
                 .iter()
-                .map(|c| (c.resource.clone(), c.owner.clone()))
+                .map(|c| (c.resource(), c.owner().to_owned()))
                 .collect(),
             principal: lease.owner.clone(),
         })

@@ -132,13 +132,27 @@ pub struct Holder {
     /// at 1, and an `Option<Revision>` of 16 would push a `Resource` past 128 bytes
     /// (decision #114). Encoded as an `Option<Revision>` is.
     pub enqueued: Option<NonZeroU64>,
-    /// Lock-delay to apply if this holder is lost through lease expiry.
-    pub lock_delay_ms: u64,
-    /// The election value (elections only).
-    pub value: Option<String>,
+    /// Lock-delay to apply if this holder is lost through lease expiry, in 4 bytes, so
+    /// that a `Resource` fits 112 (decision #116): at most about 49 days, a longer one is
+    /// capped there ([`Holder::delay_ms`]). Encoded as the `u64` it was (bincode's varint
+    /// writes both alike), and read back from any `u64`.
+    #[serde(deserialize_with = "saturating_u32")]
+    pub lock_delay_ms: u32,
+    /// The election value (elections only), boxed: 16 bytes where a `String` takes 24.
+    pub value: Option<Box<str>>,
+}
+
+/// Reads a `u64`, capped at `u32::MAX`.
+fn saturating_u32<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    Ok(Holder::delay_ms(u64::deserialize(d)?))
 }
 
 impl Holder {
+    /// A lock-delay as a holder keeps it: capped at `u32::MAX` ms (about 49 days).
+    pub(crate) fn delay_ms(lock_delay_ms: u64) -> u32 {
+        u32::try_from(lock_delay_ms).unwrap_or(u32::MAX)
+    }
+
     /// The enqueue revision if the grant came from the queue.
     pub fn enqueued(&self) -> Option<Revision> {
         self.enqueued.map(|r| Revision(r.get()))
@@ -484,7 +498,7 @@ mod tests {
         }
     }
 
-    /// `Holder` as it was declared before decision #114.
+    /// `Holder` as it was declared before decisions #114 and #116.
     #[derive(Serialize)]
     struct HolderBefore {
         demand: Demand,
@@ -498,32 +512,53 @@ mod tests {
     #[test]
     fn a_holder_encodes_its_enqueue_revision_as_an_option_of_a_revision() {
         for enqueued in [None, Some(Revision(1)), Some(Revision(u64::MAX))] {
-            let h = Holder {
-                enqueued: enqueued.and_then(Holder::from_queue),
-                value: Some("v".into()),
-                ..holder()
-            };
-            assert_eq!(h.enqueued(), enqueued);
-            let bytes = encode(&h);
-            let old = HolderBefore {
-                demand: h.demand,
-                fence: h.fence,
-                count: h.count,
-                enqueued,
-                lock_delay_ms: h.lock_delay_ms,
-                value: h.value.clone(),
-            };
-            assert_eq!(bytes, encode(&old));
-            let back: Holder = bincode::DefaultOptions::new().deserialize(&bytes).unwrap();
-            assert_eq!(back, h);
+            for lock_delay_ms in [0, 250, 60_000, u32::MAX] {
+                let h = Holder {
+                    enqueued: enqueued.and_then(Holder::from_queue),
+                    lock_delay_ms,
+                    value: Some("v".into()),
+                    ..holder()
+                };
+                assert_eq!(h.enqueued(), enqueued);
+                let bytes = encode(&h);
+                let old = HolderBefore {
+                    demand: h.demand,
+                    fence: h.fence,
+                    count: h.count,
+                    enqueued,
+                    lock_delay_ms: u64::from(h.lock_delay_ms),
+                    value: h.value.as_deref().map(str::to_owned),
+                };
+                assert_eq!(bytes, encode(&old));
+                let back: Holder = bincode::DefaultOptions::new().deserialize(&bytes).unwrap();
+                assert_eq!(back, h);
+            }
         }
     }
 
     #[test]
-    fn a_resource_and_a_lease_fit_the_allocators_128_and_112_byte_classes() {
-        // Every held lock boxes one of each; jemalloc's classes are 112, 128 and 160 bytes.
-        assert!(std::mem::size_of::<Resource>() <= 128);
-        assert!(std::mem::size_of::<crate::lease::Lease>() <= 112);
+    fn a_lock_delay_beyond_49_days_is_read_back_capped() {
+        let old = HolderBefore {
+            demand: Demand::Exclusive,
+            fence: Fence(1),
+            count: 1,
+            enqueued: None,
+            lock_delay_ms: u64::MAX,
+            value: None,
+        };
+        let back: Holder = bincode::DefaultOptions::new()
+            .deserialize(&encode(&old))
+            .unwrap();
+        assert_eq!(back.lock_delay_ms, u32::MAX);
+        assert_eq!(Holder::delay_ms(u64::from(u32::MAX) + 1), u32::MAX);
+    }
+
+    #[test]
+    fn a_resource_and_a_lease_fit_the_allocators_112_and_96_byte_classes() {
+        // Every held lock boxes one of each; jemalloc's classes are 96, 112, 128 and 160
+        // bytes (decisions #114, #116).
+        assert!(std::mem::size_of::<Resource>() <= 112);
+        assert!(std::mem::size_of::<crate::lease::Lease>() <= 96);
     }
 
     #[test]

@@ -95,7 +95,7 @@ impl Proclaim {
         if self.fence.is_some_and(|f| f != holder.fence) {
             return Rejection::NotHolder { current_fence }.into();
         }
-        holder.value = Some(self.value);
+        holder.value = Some(self.value.into_boxed_str());
         let fence = holder.fence;
         sm.emit_leader(ctx, &id);
         Response::Proclaimed { fence }
