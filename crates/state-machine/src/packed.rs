@@ -249,6 +249,11 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
 
     /// Removes `key`, returning its value.
     pub fn remove(&mut self, key: &K) -> Option<V> {
+        // Whether the key's run is the first or the last: one of those that empties keeps
+        // its block, so a lock that comes and goes below or above every other costs no
+        // allocation (one block of at most `RUN_MAX` entries at each end).
+        let at_end = self.runs.keys().nth(1).is_none_or(|second| key < second)
+            || self.runs.last_key_value().is_some_and(|(last, _)| last <= key);
         let (outer, run) = self
             .runs
             .range_mut((Bound::Unbounded, Bound::Included(key)))
@@ -258,6 +263,9 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
         self.len -= 1;
         // Looked at only when the run empties or just became small, so a run that stays
         // small (its neighbours full) costs nothing more per removal.
+        if run.is_empty() && at_end {
+            return Some(value);
+        }
         if run.is_empty() || run.len() + 1 == Self::RUN_MIN {
             let outer = outer.clone();
             self.rebalance(&outer);
@@ -277,11 +285,7 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
             return;
         };
         if len == 0 {
-            if at_end {
-                if let Some(run) = self.runs.get_mut(outer) {
-                    Self::trim(run);
-                }
-            } else {
+            if !at_end {
                 self.runs.remove(outer);
             }
             return;
