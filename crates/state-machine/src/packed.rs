@@ -253,7 +253,10 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
         // its block, so a lock that comes and goes below or above every other costs no
         // allocation (one block of at most `RUN_MAX` entries at each end).
         let at_end = self.runs.keys().nth(1).is_none_or(|second| key < second)
-            || self.runs.last_key_value().is_some_and(|(last, _)| last <= key);
+            || self
+                .runs
+                .last_key_value()
+                .is_some_and(|(last, _)| last <= key);
         let (outer, run) = self
             .runs
             .range_mut((Bound::Unbounded, Bound::Included(key)))
