@@ -75,10 +75,11 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
         }
     }
 
-    /// Gives back a step or more of capacity `run` no longer needs.
+    /// Gives back capacity `run` no longer needs once two steps or more are spare: with
+    /// one, an insert and a removal at a step's edge would grow and shrink it every time.
     fn trim(run: &mut Vec<(K, V)>) {
         let want = Self::capacity_for(run.len());
-        if run.capacity() >= want + Self::STEP {
+        if run.capacity() >= want + 2 * Self::STEP {
             run.shrink_to(want);
         }
     }
@@ -216,7 +217,7 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
         // A full run: split it in two, insert on the side the key belongs to.
         let mid = run.len() / 2;
         let mut right = run.split_off(mid);
-        Self::trim(run);
+        run.shrink_to(Self::capacity_for(run.len()));
         if i <= mid {
             Self::room_for_one(run);
             run.insert(i, (key, value));
