@@ -342,6 +342,87 @@ async fn a_leader_replicates_during_its_own_flush_and_counts_its_copy_only_after
     cluster.shutdown().await;
 }
 
+/// A leader that crashes loses what it had not flushed, and since it sends entries before
+/// its own flush ends (decision #106) its followers may hold entries it lost. Were it to
+/// lead again in the same term after its restart (openraft 0.9.25 restores a leader that
+/// way), it would write new entries under log ids the followers already hold, and they,
+/// seeing ids they have, would keep their old entries: the logs diverge and a committed,
+/// acknowledged write is lost on the restarted node (the Jepsen harness found it after a
+/// whole-cluster kill). A restarted leader campaigns in a new term instead (decision #117).
+///
+/// The crash is simulated: the leader's disk is stalled while a write commits on the
+/// followers, every node is stopped, and the entries the leader never made durable are
+/// removed from its log, as a `kill -9` before its flush would have left it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_lost_its_unflushed_tail_does_not_lead_again_in_its_old_term() {
+    let mut cluster = Cluster::start(3, timing(100, (1_000, 2_000))).await;
+    let leader = cluster.leader().await;
+    let node = cluster.node(leader).clone();
+    node.propose(put("a", "1")).await.unwrap();
+    let kept = node.status().last_log_index;
+
+    // The leader's disk stalls: "b" commits on the followers' copies alone.
+    let held = node.log_flush_gate().lock_owned().await;
+    tokio::time::timeout(Duration::from_secs(20), node.propose(put("b", "2")))
+        .await
+        .expect("committed by the followers while the leader's disk stalls")
+        .unwrap();
+    assert!(node.status().last_log_index > kept);
+    drop(node);
+    let ids: Vec<_> = cluster.nodes.keys().copied().collect();
+    for id in &ids {
+        cluster.stop(*id).await;
+    }
+    drop(held);
+
+    // What the crash left on the leader's disk: its log up to "a", no commit pointer past it.
+    let dir = cluster.configs[&leader].data_dir.clone();
+    let db = baton_raft_node::store::open_db(&dir, 8 << 20).await.unwrap();
+    let log = db.open_tree("raft").unwrap();
+    let mut first_lost = [0x01_u8; 9];
+    first_lost[1..].copy_from_slice(&(kept + 1).to_be_bytes());
+    let lost: Vec<_> = log
+        .range(first_lost..)
+        .keys()
+        .map(|k| k.unwrap())
+        .filter(|k| k.first() == Some(&0x01))
+        .collect();
+    assert!(!lost.is_empty(), "the leader's log held the stalled entry");
+    for key in lost {
+        log.remove(key).unwrap();
+    }
+    log.remove(b"\x00committed").unwrap();
+    db.flush_async().await.unwrap();
+    drop((log, db));
+
+    // The old leader comes back first, then the followers.
+    cluster.restart(leader).await;
+    for id in ids.iter().filter(|id| **id != leader) {
+        cluster.restart(*id).await;
+    }
+    let c = cluster
+        .node(leader)
+        .propose(put("c", "3"))
+        .await
+        .expect("a leader is elected and takes the write");
+    assert!(matches!(c.response, Response::Put { .. }));
+    let new_leader = cluster.leader().await;
+    let index = cluster.node(new_leader).status().last_log_index;
+    cluster.wait_applied(index).await;
+    for id in &ids {
+        let node = cluster.node(*id);
+        for (key, value) in [("a", "1"), ("b", "2"), ("c", "3")] {
+            assert_eq!(
+                value_of(node, key).as_deref(),
+                Some(value),
+                "node {id} disagrees on {key}"
+            );
+        }
+    }
+    assert_ne!(new_leader, leader, "a node without the committed \"b\" leads");
+    cluster.shutdown().await;
+}
+
 /// A single node's write is answered only after its own flush: with one voter, the
 /// leader's copy is the whole majority.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -49,12 +49,14 @@ pub(crate) async fn read_index(raft: &Raft, retry_after: Duration) -> Result<u64
         round += 1;
         match raft.ensure_linearizable().await {
             Ok(log_id) => {
-                // openraft 0.9.25 restores a leader after a restart in its old term and
-                // takes the read index from that term's first entry and the committed
+                // Stock openraft 0.9.25 restores a leader after a restart in its old term
+                // and takes the read index from that term's first entry and the committed
                 // index it knows, which can both be below entries committed (and
                 // acknowledged) before the restart: a stale read, found by the Jepsen
-                // harness. Every acknowledged write is in the confirmed leader's log, so
-                // its last index is a read index that is never too low.
+                // harness (decision #47). The vendored copy makes such a leader campaign
+                // in a new term (decision #117); this bound stays as a second guard: every
+                // acknowledged write is in the confirmed leader's log, so its last index
+                // is a read index that is never too low.
                 let last = raft.metrics().borrow().last_log_index.unwrap_or(0);
                 return Ok(log_id.map_or(0, |l| l.index).max(last));
             }

@@ -15,7 +15,7 @@ use crate::engine::handler::following_handler::FollowingHandler;
 use crate::engine::handler::leader_handler::LeaderHandler;
 use crate::engine::handler::log_handler::LogHandler;
 use crate::engine::handler::replication_handler::ReplicationHandler;
-use crate::engine::handler::replication_handler::SendNone;
+// PATCH (baton): `SendNone` is no longer used here (see `startup`).
 use crate::engine::handler::server_state_handler::ServerStateHandler;
 use crate::engine::handler::snapshot_handler::SnapshotHandler;
 use crate::engine::handler::vote_handler::VoteHandler;
@@ -154,18 +154,20 @@ where C: RaftTypeConfig
             self.state.membership_state.effective().is_voter(&self.config.id)
         );
 
-        // Previously it is a leader. restore it as leader at once
+        // PATCH (baton): a node that was the leader campaigns in a new term instead of being
+        // restored as leader in its old one. It sent entries to its followers before its own
+        // flush of them ended (see `run_command`), so a crash can have lost entries the
+        // followers hold; leading again in the same term, it would write new entries under
+        // those log ids, and the followers, seeing ids they already have, would keep the old
+        // ones: diverged logs. In a new term every entry it writes has a new id, and it wins
+        // only with a log at least as long as a quorum's.
         if self.state.is_leader(&self.config.id) {
-            self.vote_handler().update_internal_server_state();
-
-            let mut rh = self.replication_handler();
-
-            // Restore the progress about the local log
-            rh.update_local_progress(rh.state.last_log_id().cloned());
-
-            rh.initiate_replication(SendNone::False);
-
-            return;
+            if self.state.membership_state.effective().is_voter(&self.config.id) {
+                tracing::info!("startup: this node was the leader; it campaigns in a new term");
+                self.elect();
+                return;
+            }
+            // Not a voter any more (it left the cluster while leading): it follows.
         }
 
         let server_state = if self.state.membership_state.effective().is_voter(&self.config.id) {
