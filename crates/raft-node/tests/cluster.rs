@@ -377,7 +377,9 @@ async fn a_leader_that_lost_its_unflushed_tail_does_not_lead_again_in_its_old_te
 
     // What the crash left on the leader's disk: its log up to "a", no commit pointer past it.
     let dir = cluster.configs[&leader].data_dir.clone();
-    let db = baton_raft_node::store::open_db(&dir, 8 << 20).await.unwrap();
+    let db = baton_raft_node::store::open_db(&dir, 8 << 20)
+        .await
+        .unwrap();
     let log = db.open_tree("raft").unwrap();
     let mut first_lost = [0x01_u8; 9];
     first_lost[1..].copy_from_slice(&(kept + 1).to_be_bytes());
@@ -419,7 +421,10 @@ async fn a_leader_that_lost_its_unflushed_tail_does_not_lead_again_in_its_old_te
             );
         }
     }
-    assert_ne!(new_leader, leader, "a node without the committed \"b\" leads");
+    assert_ne!(
+        new_leader, leader,
+        "a node without the committed \"b\" leads"
+    );
     cluster.shutdown().await;
 }
 
