@@ -380,22 +380,9 @@ async fn a_leader_that_lost_its_unflushed_tail_does_not_lead_again_in_its_old_te
     let db = baton_raft_node::store::open_db(&dir, 8 << 20)
         .await
         .unwrap();
-    let log = db.open_tree("raft").unwrap();
-    let mut first_lost = [0x01_u8; 9];
-    first_lost[1..].copy_from_slice(&(kept + 1).to_be_bytes());
-    let lost: Vec<_> = log
-        .range(first_lost..)
-        .keys()
-        .map(|k| k.unwrap())
-        .filter(|k| k.first() == Some(&0x01))
-        .collect();
-    assert!(!lost.is_empty(), "the leader's log held the stalled entry");
-    for key in lost {
-        log.remove(key).unwrap();
-    }
-    log.remove(b"\x00committed").unwrap();
-    db.flush_async().await.unwrap();
-    drop((log, db));
+    let lost = baton_raft_node::store::lose_log_after(&db, kept).unwrap();
+    assert!(lost > 0, "the leader's log held the stalled entry");
+    drop(db);
 
     // The old leader comes back first, then the followers.
     cluster.restart(leader).await;

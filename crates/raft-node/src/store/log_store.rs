@@ -14,6 +14,8 @@ use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// The sled tree of the log, the vote and the pointers.
+const TREE: &str = "raft";
 const ENTRY: u8 = 0x01;
 const VOTE_KEY: &[u8] = b"\x00vote";
 const COMMITTED_KEY: &[u8] = b"\x00committed";
@@ -26,6 +28,26 @@ fn entry_key(index: u64) -> [u8; 9] {
     let mut key = [ENTRY; 9];
     key[1..].copy_from_slice(&index.to_be_bytes());
     key
+}
+
+/// Test-only: leaves a stopped node's log as a crash before its last flushes would have:
+/// the entries after `index` and the commit pointer are gone. Returns how many entries
+/// were removed.
+#[cfg(feature = "unsafe-test-hooks")]
+pub fn lose_log_after(db: &sled::Db, index: u64) -> Result<usize, NodeError> {
+    let storage = |e: sled::Error| NodeError::Storage(e.to_string());
+    let tree = db.open_tree(TREE).map_err(storage)?;
+    let mut batch = sled::Batch::default();
+    let mut removed = 0;
+    for item in tree.range(entry_key(index.saturating_add(1))..=entry_key(u64::MAX)) {
+        let (key, _) = item.map_err(storage)?;
+        batch.remove(key);
+        removed += 1;
+    }
+    batch.remove(COMMITTED_KEY);
+    tree.apply_batch(batch).map_err(storage)?;
+    db.flush().map_err(storage)?;
+    Ok(removed)
 }
 
 /// The Raft log, vote and commit pointer. Cloning shares the same tree.
@@ -42,7 +64,7 @@ pub struct LogStore {
 impl LogStore {
     pub(crate) fn open(db: sled::Db) -> Result<LogStore, NodeError> {
         let tree = db
-            .open_tree("raft")
+            .open_tree(TREE)
             .map_err(|e| NodeError::Storage(e.to_string()))?;
         let flusher = Flusher::start(db).map_err(|e| NodeError::Storage(e.to_string()))?;
         let store = LogStore {

@@ -21,6 +21,8 @@ pub use claim_waits::ClaimWait;
 pub use flusher::FlushGate;
 pub(crate) use lease_records::LeaseRecords;
 pub use log_store::LogStore;
+#[cfg(feature = "unsafe-test-hooks")]
+pub use log_store::lose_log_after;
 pub use observers::{ApplyObserver, Observing};
 pub use sm_store::{AppliedBatch, AppliedProgress, SmShared, SmStore};
 

@@ -161,16 +161,15 @@ where C: RaftTypeConfig
         // those log ids, and the followers, seeing ids they already have, would keep the old
         // ones: diverged logs. In a new term every entry it writes has a new id, and it wins
         // only with a log at least as long as a quorum's.
-        if self.state.is_leader(&self.config.id) {
-            if self.state.membership_state.effective().is_voter(&self.config.id) {
-                tracing::info!("startup: this node was the leader; it campaigns in a new term");
-                self.elect();
-                return;
-            }
-            // Not a voter any more (it left the cluster while leading): it follows.
+        let is_voter = self.state.membership_state.effective().is_voter(&self.config.id);
+        if self.state.is_leader(&self.config.id) && is_voter {
+            tracing::info!("startup: this node was the leader; it campaigns in a new term");
+            self.elect();
+            return;
         }
+        // A leader that is not a voter any more (it left the cluster while leading) follows.
 
-        let server_state = if self.state.membership_state.effective().is_voter(&self.config.id) {
+        let server_state = if is_voter {
             ServerState::Follower
         } else {
             ServerState::Learner
