@@ -389,13 +389,15 @@ async fn a_leader_that_lost_its_unflushed_tail_does_not_lead_again_in_its_old_te
     for id in ids.iter().filter(|id| **id != leader) {
         cluster.restart(*id).await;
     }
+    // The followers may come up after the old leader's first campaigns have failed: wait
+    // for the three to agree on a leader (bounded, 30 s) before writing through it.
+    let new_leader = cluster.leader().await;
     let c = cluster
-        .node(leader)
+        .node(new_leader)
         .propose(put("c", "3"))
         .await
-        .expect("a leader is elected and takes the write");
+        .expect("the elected leader takes the write");
     assert!(matches!(c.response, Response::Put { .. }));
-    let new_leader = cluster.leader().await;
     let index = cluster.node(new_leader).status().last_log_index;
     cluster.wait_applied(index).await;
     for id in &ids {
