@@ -81,7 +81,7 @@ impl StateMachine {
             &id,
             || {
                 self.tallies.resources[slot(id.kind)] += 1;
-                Box::new(Resource::new(req.policy))
+                Resource::new(req.policy)
             },
             |res| res.insert_holder(claimant.clone(), holder),
         );

@@ -129,7 +129,7 @@ impl StateMachine {
     fn check_resources(&self) -> Result<(), String> {
         let mut tallies = Tallies::default();
         for (id, res) in self.resources.iter() {
-            self.check_resource(id, res)?;
+            self.check_resource(id, &res)?;
             tallies.resources[slot(id.kind)] += 1;
             tallies.holders[slot(id.kind)] += res.holders.len() as u64;
             tallies.waiters[slot(id.kind)] += res.queue().len() as u64;
@@ -138,6 +138,10 @@ impl StateMachine {
                 "{id:?}: delay index disagrees"
             );
         }
+        ensure!(
+            self.resources.is_compact(),
+            "a lock that fits a compact slot is kept boxed"
+        );
         ensure!(
             tallies == self.tallies,
             "tallies {:?} != {:?}",

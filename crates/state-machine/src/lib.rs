@@ -60,6 +60,7 @@ mod outcome;
 mod packed;
 mod query;
 mod resource;
+mod resource_table;
 mod small;
 mod snapshot;
 #[cfg(test)]

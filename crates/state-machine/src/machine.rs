@@ -10,7 +10,8 @@ use crate::lease::Lease;
 use crate::limits::Bounds;
 use crate::outcome::{Applied, Rejection, Response};
 use crate::packed::PackedMap;
-use crate::resource::{Resource, ResourceId, ResourceKind};
+use crate::resource::{ResourceId, ResourceKind};
+use crate::resource_table::ResourceTable;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,7 +26,8 @@ pub struct StateMachine {
     /// full (decision #115). Boxed, so moving entries within a run moves pointers.
     pub(crate) leases: PackedMap<LeaseId, Box<Lease>>,
     pub(crate) keys: Keyspace,
-    pub(crate) resources: PackedMap<ResourceId, Box<Resource>>,
+    /// Most held locks in 40 bytes, the rest boxed (decision #118).
+    pub(crate) resources: ResourceTable,
     /// Resources with a pending lock-delay, so the leader finds them without a scan.
     pub(crate) delayed: BTreeSet<ResourceId>,
     pub(crate) idempotency: IdempotencyTable,
@@ -90,7 +92,7 @@ impl StateMachine {
             next_lease_id: 1,
             leases: PackedMap::new(),
             keys: Keyspace::default(),
-            resources: PackedMap::new(),
+            resources: ResourceTable::default(),
             delayed: BTreeSet::new(),
             idempotency: IdempotencyTable::default(),
             events: EventWindow::default(),
@@ -138,6 +140,7 @@ impl StateMachine {
             owner: caller.map(|c| c.principal),
         };
         let response = command.apply(self, &mut ctx);
+        self.resources.compact();
         if !ctx.events.is_empty() {
             self.revision = ctx.revision;
             self.events.append(&ctx.events, self.revision, &self.bounds);

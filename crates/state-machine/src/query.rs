@@ -105,7 +105,7 @@ impl StateMachine {
         let res = self.resources.get(id)?;
         Some(LockState {
             resource: id.clone(),
-            holders: holders(res),
+            holders: holders(&res),
             queue: res
                 .queue()
                 .iter()
@@ -147,7 +147,7 @@ impl StateMachine {
             .take(limit)
             .map(|(id, res)| LockSummary {
                 resource: id.clone(),
-                holders: holders(res),
+                holders: holders(&res),
                 queue_len: res.queue().len() as u64,
                 delayed: res.delay().is_some(),
                 limit: match res.policy {
@@ -226,8 +226,9 @@ impl StateMachine {
 
     /// Every queued claim with its wait, for a new leader to re-arm the deadlines. O(waiters).
     pub fn pending_waits(&self) -> Vec<PendingWait> {
+        // A compact lock has no queue: only the boxed resources are walked.
         self.resources
-            .iter()
+            .boxed()
             .flat_map(|(id, res)| {
                 res.queue().iter().map(move |(enqueued, w)| PendingWait {
                     resource: id.clone(),

@@ -328,6 +328,11 @@ impl Resource {
         }
     }
 
+    /// Whether it has a queue or a delay in force.
+    pub(crate) fn has_contention(&self) -> bool {
+        self.contention.is_some()
+    }
+
     /// No holder, no waiter, no delay: the resource can be forgotten.
     pub(crate) fn is_idle(&self) -> bool {
         self.holders.is_empty() && self.contention.is_none()

@@ -1,0 +1,397 @@
+//! The table of locks, semaphores and elections. Most held locks are a lock with one
+//! exclusive holder and nobody waiting; the table keeps such a lock in a 40-byte
+//! [`Slot::Held`] beside its name, where a boxed [`Resource`] took 112 bytes of heap and a
+//! pointer (decision #118). Every other resource stays a boxed `Resource`.
+//!
+//! Code that changes a resource gets a `&mut Resource` ([`ResourceTable::get_mut`]): a
+//! compact slot is expanded first, and [`ResourceTable::compact`], which the state
+//! machine calls after every command, folds the resources changed since back where they
+//! fit. Readers get a [`Cow`]: borrowed for a boxed resource, built for a compact one.
+//! Snapshots encode every slot as the `Resource` it stands for, so their format is that of
+//! a map of boxed resources.
+
+use crate::ids::{Fence, LeaseId};
+use crate::packed::PackedMap;
+use crate::resource::{Claimant, Demand, Holder, Policy, Resource, ResourceId};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::borrow::Cow;
+use std::num::NonZeroU64;
+use std::ops::Bound;
+
+/// Resources by id; see the module documentation.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub(crate) struct ResourceTable {
+    slots: PackedMap<ResourceId, Slot>,
+    /// Locks handed out for change since the last [`ResourceTable::compact`]: each may fit
+    /// a compact slot again.
+    #[serde(skip)]
+    touched: Vec<ResourceId>,
+}
+
+/// One resource as the table keeps it.
+#[derive(Clone, Debug)]
+enum Slot {
+    /// A lock held by one exclusive holder, once, without a lock-delay to leave behind,
+    /// with nobody queued and no delay in force.
+    Held(Held),
+    /// Anything else.
+    Full(Box<Resource>),
+}
+
+/// What a [`Slot::Held`] lock keeps: its holder's claimant and fence, and the enqueue
+/// revision if the grant came from the queue. Its last fence is the holder's.
+#[derive(Clone, Debug)]
+struct Held {
+    lease: LeaseId,
+    fence: Fence,
+    enqueued: Option<NonZeroU64>,
+    owner: Box<str>,
+}
+
+impl Held {
+    /// The compact form of `res`, if it has one.
+    fn of(res: &Resource) -> Option<Held> {
+        if res.policy != Policy::Lock
+            || res.has_contention()
+            || res.permits_held != 0
+            || res.holders.len() != 1
+        {
+            return None;
+        }
+        let (claimant, h) = res.holders.iter().next()?;
+        let plain = h.demand == Demand::Exclusive
+            && h.count == 1
+            && h.lock_delay_ms == 0
+            && h.value.is_none()
+            && h.fence == res.last_fence;
+        plain.then(|| Held {
+            lease: claimant.lease,
+            fence: h.fence,
+            enqueued: h.enqueued,
+            owner: claimant.owner.as_str().into(),
+        })
+    }
+
+    /// The resource this stands for.
+    fn expand(&self) -> Resource {
+        let mut res = Resource::new(Policy::Lock);
+        res.insert_holder(
+            Claimant::new(self.lease, &*self.owner),
+            Holder {
+                demand: Demand::Exclusive,
+                fence: self.fence,
+                count: 1,
+                enqueued: self.enqueued,
+                lock_delay_ms: 0,
+                value: None,
+            },
+        );
+        res
+    }
+}
+
+impl Slot {
+    fn of(res: Resource) -> Slot {
+        match Held::of(&res) {
+            Some(held) => Slot::Held(held),
+            None => Slot::Full(Box::new(res)),
+        }
+    }
+
+    fn view(&self) -> Cow<'_, Resource> {
+        match self {
+            Slot::Held(held) => Cow::Owned(held.expand()),
+            Slot::Full(res) => Cow::Borrowed(res),
+        }
+    }
+
+    /// The resource, expanded in place first if it was compact.
+    fn expanded(&mut self) -> &mut Resource {
+        if let Slot::Held(held) = self {
+            *self = Slot::Full(Box::new(held.expand()));
+        }
+        match self {
+            Slot::Full(res) => res,
+            Slot::Held(_) => unreachable!("expanded just above"),
+        }
+    }
+
+    /// Folds a boxed resource that fits into a compact slot.
+    fn compact(&mut self) {
+        if let Slot::Full(res) = self
+            && let Some(held) = Held::of(res)
+        {
+            *self = Slot::Held(held);
+        }
+    }
+
+    fn is_compact_if_it_fits(&self) -> bool {
+        match self {
+            Slot::Held(_) => true,
+            Slot::Full(res) => Held::of(res).is_none(),
+        }
+    }
+}
+
+impl PartialEq for Slot {
+    fn eq(&self, other: &Slot) -> bool {
+        self.view() == other.view()
+    }
+}
+
+impl Eq for Slot {}
+
+impl Serialize for Slot {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.view().serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Slot {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Slot, D::Error> {
+        Resource::deserialize(deserializer).map(Slot::of)
+    }
+}
+
+impl PartialEq for ResourceTable {
+    fn eq(&self, other: &ResourceTable) -> bool {
+        self.slots == other.slots
+    }
+}
+
+impl Eq for ResourceTable {}
+
+impl ResourceTable {
+    /// How many resources exist.
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether `id` exists.
+    pub(crate) fn contains_key(&self, id: &ResourceId) -> bool {
+        self.slots.contains_key(id)
+    }
+
+    /// The resource `id`, to read.
+    pub(crate) fn get(&self, id: &ResourceId) -> Option<Cow<'_, Resource>> {
+        self.slots.get(id).map(Slot::view)
+    }
+
+    /// The resource `id`, to change; compacted again by the next [`Self::compact`].
+    pub(crate) fn get_mut(&mut self, id: &ResourceId) -> Option<&mut Resource> {
+        let slot = self.slots.get_mut(id)?;
+        let res = slot.expanded();
+        if res.policy == Policy::Lock && self.touched.last() != Some(id) {
+            self.touched.push(id.clone());
+        }
+        Some(res)
+    }
+
+    /// Applies `update` to the resource `id`, made with `make()` first if there is none,
+    /// and compacts it at once (one search of the table, where a later `compact` would
+    /// take another).
+    pub(crate) fn update_or_insert_with<R>(
+        &mut self,
+        id: &ResourceId,
+        make: impl FnOnce() -> Resource,
+        update: impl FnOnce(&mut Resource) -> R,
+    ) -> R {
+        self.slots.update_or_insert_with(
+            id,
+            || Slot::Full(Box::new(make())),
+            |slot| {
+                let answer = update(slot.expanded());
+                slot.compact();
+                answer
+            },
+        )
+    }
+
+    /// Forgets the resource `id`.
+    pub(crate) fn remove(&mut self, id: &ResourceId) {
+        self.slots.remove(id);
+        // Nothing left to compact: spare `compact` the search (a release's usual end).
+        if self.touched.last() == Some(id) {
+            self.touched.pop();
+        }
+    }
+
+    /// Folds every lock changed since the last call that fits into a compact slot.
+    pub(crate) fn compact(&mut self) {
+        for id in self.touched.drain(..) {
+            if let Some(slot) = self.slots.get_mut(&id) {
+                slot.compact();
+            }
+        }
+    }
+
+    /// Whether every resource that fits a compact slot is in one (an invariant between
+    /// commands).
+    pub(crate) fn is_compact(&self) -> bool {
+        self.slots.values().all(Slot::is_compact_if_it_fits)
+    }
+
+    /// Every resource in id order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&ResourceId, Cow<'_, Resource>)> {
+        self.slots.iter().map(|(id, slot)| (id, slot.view()))
+    }
+
+    /// Resources in id order from `lower` on.
+    pub(crate) fn range_from<'a>(
+        &'a self,
+        lower: Bound<&'a ResourceId>,
+    ) -> impl Iterator<Item = (&'a ResourceId, Cow<'a, Resource>)> + 'a {
+        self.slots
+            .range_from(lower)
+            .map(|(id, slot)| (id, slot.view()))
+    }
+
+    /// The boxed resources in id order: every one that can have a queue or a delay (a
+    /// compact lock has neither), without building the compact ones.
+    pub(crate) fn boxed(&self) -> impl Iterator<Item = (&ResourceId, &Resource)> {
+        self.slots.iter().filter_map(|(id, slot)| match slot {
+            Slot::Full(res) => Some((id, &**res)),
+            Slot::Held(_) => None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::Revision;
+    use crate::resource::{LockDelay, Waiter};
+    use bincode::Options;
+
+    fn holder(fence: u64) -> Holder {
+        Holder {
+            demand: Demand::Exclusive,
+            fence: Fence(fence),
+            count: 1,
+            enqueued: None,
+            lock_delay_ms: 0,
+            value: None,
+        }
+    }
+
+    fn held_lock(lease: u64, fence: u64) -> Resource {
+        let mut res = Resource::new(Policy::Lock);
+        res.insert_holder(Claimant::new(LeaseId(lease), "o"), holder(fence));
+        res
+    }
+
+    /// The fence a compact slot keeps, `None` if the slot is boxed.
+    fn held_fence(table: &ResourceTable, id: &ResourceId) -> Option<Fence> {
+        match table.slots.get(id)? {
+            Slot::Held(held) => Some(held.fence),
+            Slot::Full(_) => None,
+        }
+    }
+
+    /// The holder of a lock `held_lock` made.
+    fn only_holder(res: &mut Resource, lease: u64) -> &mut Holder {
+        res.holders
+            .get_mut(&Claimant::new(LeaseId(lease), "o"))
+            .unwrap()
+    }
+
+    fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+        bincode::DefaultOptions::new().serialize(value).unwrap()
+    }
+
+    #[test]
+    fn a_compact_slot_takes_40_bytes() {
+        assert!(std::mem::size_of::<Slot>() <= 40);
+    }
+
+    #[test]
+    fn only_a_plain_exclusive_hold_is_compact() {
+        let plain = held_lock(1, 3);
+        assert!(Held::of(&plain).is_some());
+        let mut reentered = plain.clone();
+        only_holder(&mut reentered, 1).count = 2;
+        let mut delayed_on_loss = plain.clone();
+        only_holder(&mut delayed_on_loss, 1).lock_delay_ms = 10;
+        let mut queued = plain.clone();
+        queued.enqueue(
+            Revision(4),
+            Waiter {
+                claimant: Claimant::new(LeaseId(2), "w"),
+                demand: Demand::Exclusive,
+                wait_ms: 1_000,
+                lock_delay_ms: 0,
+                value: None,
+            },
+        );
+        let mut in_delay = Resource::new(Policy::Lock);
+        in_delay.set_delay(Some(LockDelay {
+            since: Revision(5),
+            delay_ms: 100,
+        }));
+        let mut shared = Resource::new(Policy::Lock);
+        shared.insert_holder(
+            Claimant::new(LeaseId(1), "o"),
+            Holder {
+                demand: Demand::Shared,
+                ..holder(3)
+            },
+        );
+        let mut behind_last_fence = held_lock(1, 3);
+        behind_last_fence.last_fence = Fence(9);
+        let mut election = Resource::new(Policy::Election);
+        election.insert_holder(Claimant::new(LeaseId(1), ""), holder(3));
+        for res in [
+            reentered,
+            delayed_on_loss,
+            queued,
+            in_delay,
+            shared,
+            behind_last_fence,
+            election,
+        ] {
+            assert!(Held::of(&res).is_none(), "{res:?}");
+        }
+    }
+
+    #[test]
+    fn a_compact_slot_stands_for_the_same_resource_and_encodes_as_it() {
+        let mut granted_from_queue = held_lock(7, 12);
+        only_holder(&mut granted_from_queue, 7).enqueued = Holder::from_queue(Revision(10));
+        for res in [held_lock(1, 3), granted_from_queue] {
+            let slot = Slot::of(res.clone());
+            assert!(matches!(slot, Slot::Held(_)));
+            assert_eq!(*slot.view(), res);
+            assert_eq!(encode(&slot), encode(&res));
+            let back: Slot = bincode::DefaultOptions::new()
+                .deserialize(&encode(&res))
+                .unwrap();
+            assert!(matches!(back, Slot::Held(_)));
+            assert_eq!(back, slot);
+        }
+    }
+
+    #[test]
+    fn a_changed_lock_is_compacted_again_by_compact() {
+        let id = ResourceId::lock("a");
+        let mut table = ResourceTable::default();
+        table.update_or_insert_with(&id, || Resource::new(Policy::Lock), |_| ());
+        table.compact();
+        assert!(table.is_compact());
+        // Empty until a holder goes in: it stays boxed (the caller removes idle ones).
+        table
+            .get_mut(&id)
+            .unwrap()
+            .insert_holder(Claimant::new(LeaseId(1), "o"), holder(3));
+        assert!(!table.is_compact(), "not compacted before compact()");
+        table.compact();
+        assert!(table.is_compact());
+        assert_eq!(held_fence(&table, &id), Some(Fence(3)));
+        // Re-entered: it no longer fits, and stays boxed.
+        only_holder(table.get_mut(&id).unwrap(), 1).count = 2;
+        table.compact();
+        assert_eq!(held_fence(&table, &id), None);
+        assert!(table.is_compact());
+        assert_eq!(table.get(&id).unwrap().holders.len(), 1);
+    }
+}
