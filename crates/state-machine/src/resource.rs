@@ -335,7 +335,7 @@ impl Resource {
 
     /// No holder, no waiter, no delay: the resource can be forgotten.
     pub(crate) fn is_idle(&self) -> bool {
-        self.holders.is_empty() && self.contention.is_none()
+        self.holders.is_empty() && !self.has_contention()
     }
 
     /// Whether `demand` is compatible with the current holders, ignoring the queue.

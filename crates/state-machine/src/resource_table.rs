@@ -13,6 +13,7 @@
 use crate::ids::{Fence, LeaseId};
 use crate::packed::PackedMap;
 use crate::resource::{Claimant, Demand, Holder, Policy, Resource, ResourceId};
+use crate::small::SmallMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::borrow::Cow;
 use std::num::NonZeroU64;
@@ -50,8 +51,8 @@ struct Held {
 }
 
 impl Held {
-    /// The compact form of `res`, if it has one.
-    fn of(res: &Resource) -> Option<Held> {
+    /// The holder of `res`, if `res` fits a compact slot.
+    fn fitting(res: &Resource) -> Option<(&Claimant, &Holder)> {
         if res.policy != Policy::Lock
             || res.has_contention()
             || res.permits_held != 0
@@ -65,19 +66,37 @@ impl Held {
             && h.lock_delay_ms == 0
             && h.value.is_none()
             && h.fence == res.last_fence;
-        plain.then(|| Held {
-            lease: claimant.lease,
-            fence: h.fence,
-            enqueued: h.enqueued,
-            owner: claimant.owner.as_str().into(),
+        plain.then_some((claimant, h))
+    }
+
+    /// The compact form of `res`, its owner string moved, not copied; `Err(res)` if it
+    /// does not fit.
+    fn take(res: Resource) -> Result<Held, Resource> {
+        let Some((claimant, h)) = Held::fitting(&res) else {
+            return Err(res);
+        };
+        let (lease, fence, enqueued) = (claimant.lease, h.fence, h.enqueued);
+        let owner = match res.holders {
+            SmallMap::One((claimant, _)) => claimant.owner.into_boxed_str(),
+            holders => holders
+                .keys()
+                .next()
+                .map(|c| Box::from(c.owner.as_str()))
+                .unwrap_or_default(),
+        };
+        Ok(Held {
+            lease,
+            fence,
+            enqueued,
+            owner,
         })
     }
 
-    /// The resource this stands for.
-    fn expand(&self) -> Resource {
+    /// The resource this stands for, its owner string moved.
+    fn into_resource(self) -> Resource {
         let mut res = Resource::new(Policy::Lock);
         res.insert_holder(
-            Claimant::new(self.lease, &*self.owner),
+            Claimant::new(self.lease, self.owner.into_string()),
             Holder {
                 demand: Demand::Exclusive,
                 fence: self.fence,
@@ -93,15 +112,15 @@ impl Held {
 
 impl Slot {
     fn of(res: Resource) -> Slot {
-        match Held::of(&res) {
-            Some(held) => Slot::Held(held),
-            None => Slot::Full(Box::new(res)),
+        match Held::take(res) {
+            Ok(held) => Slot::Held(held),
+            Err(res) => Slot::Full(Box::new(res)),
         }
     }
 
     fn view(&self) -> Cow<'_, Resource> {
         match self {
-            Slot::Held(held) => Cow::Owned(held.expand()),
+            Slot::Held(held) => Cow::Owned(held.clone().into_resource()),
             Slot::Full(res) => Cow::Borrowed(res),
         }
     }
@@ -109,7 +128,9 @@ impl Slot {
     /// The resource, expanded in place first if it was compact.
     fn expanded(&mut self) -> &mut Resource {
         if let Slot::Held(held) = self {
-            *self = Slot::Full(Box::new(held.expand()));
+            let owner = std::mem::take(&mut held.owner);
+            let res = Held { owner, ..*held }.into_resource();
+            *self = Slot::Full(Box::new(res));
         }
         match self {
             Slot::Full(res) => res,
@@ -120,16 +141,18 @@ impl Slot {
     /// Folds a boxed resource that fits into a compact slot.
     fn compact(&mut self) {
         if let Slot::Full(res) = self
-            && let Some(held) = Held::of(res)
+            && Held::fitting(res).is_some()
         {
-            *self = Slot::Held(held);
+            // `Resource::new` allocates nothing; the box goes with the old slot.
+            let taken = std::mem::replace(&mut **res, Resource::new(Policy::Lock));
+            *self = Slot::of(taken);
         }
     }
 
     fn is_compact_if_it_fits(&self) -> bool {
         match self {
             Slot::Held(_) => true,
-            Slot::Full(res) => Held::of(res).is_none(),
+            Slot::Full(res) => Held::fitting(res).is_none(),
         }
     }
 }
@@ -308,7 +331,7 @@ mod tests {
     #[test]
     fn only_a_plain_exclusive_hold_is_compact() {
         let plain = held_lock(1, 3);
-        assert!(Held::of(&plain).is_some());
+        assert!(Held::fitting(&plain).is_some());
         let mut reentered = plain.clone();
         only_holder(&mut reentered, 1).count = 2;
         let mut delayed_on_loss = plain.clone();
@@ -350,7 +373,7 @@ mod tests {
             behind_last_fence,
             election,
         ] {
-            assert!(Held::of(&res).is_none(), "{res:?}");
+            assert!(Held::fitting(&res).is_none(), "{res:?}");
         }
     }
 
