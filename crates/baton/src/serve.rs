@@ -106,6 +106,10 @@ pub struct ServeArgs {
     /// same value; it applies when the state is created).
     #[arg(long, value_name = "WAITERS")]
     queue_len_max: Option<usize>,
+    /// MiB of the storage engine's page cache (sled's; the Raft log and the latest
+    /// snapshot live there). Default 16.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    storage_cache_mib: Option<u64>,
 }
 
 fn node_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
@@ -185,6 +189,9 @@ fn node_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
     if let Some(waiters) = args.queue_len_max {
         anyhow::ensure!(waiters > 0, "--queue-len-max must be positive");
         config.bounds.queue_len_max = waiters;
+    }
+    if let Some(mib) = args.storage_cache_mib {
+        config.sled_cache_bytes = mib << 20;
     }
     config.validate()?;
     Ok(config)

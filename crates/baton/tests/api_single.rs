@@ -590,6 +590,43 @@ async fn single_node_restart_keeps_its_data() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_mib_storage_cache_serves_more_log_than_it_holds_and_restarts() {
+    let mut c = Cluster::single_with(&["--storage-cache-mib", "1"]).await;
+    // About 1.2 MiB of log behind a 1 MiB cache: 300 puts of 4 KiB values.
+    let value = "v".repeat(4096);
+    for i in 0..300 {
+        c.put(1, &format!("/v1/kv/big/{i}"), json!({ "value": value }))
+            .await;
+    }
+    assert!(
+        c.nodes.get_mut(&1).unwrap().terminate(),
+        "clean exit on SIGTERM"
+    );
+    c.start_again(1);
+    c.wait_ready().await;
+    for i in [0, 150, 299] {
+        let (status, kv) = c.get(1, &format!("/v1/kv/big/{i}")).await.unwrap();
+        assert_eq!((status, kv["value"].as_str()), (200, Some(value.as_str())));
+    }
+}
+
+#[test]
+fn a_storage_cache_of_zero_mib_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args(["--storage-cache-mib", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "it started: {out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--storage-cache-mib"), "{stderr}");
+    assert!(!dir.path().join("data").exists(), "nothing was created");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_answers_held_open_requests_and_exits_cleanly() {
     let mut c = Cluster::single().await;
     let holder = c.lease(1, 60_000).await;

@@ -69,7 +69,8 @@ pub struct NodeConfig {
     pub lease_checkpoint_interval_ms: u64,
     /// Limits on client input (spec §3); `ttl_ms_min` must cover two election timeouts.
     pub limits: Limits,
-    /// sled's page cache.
+    /// sled's page cache. The log's recent entries are what it serves; the latest
+    /// snapshot, stored in sled too, would fill any size (decision #119).
     pub sled_cache_bytes: u64,
     /// Sizes of the state machine's own tables (event window, idempotency, queues) for a
     /// fresh state; replicated, so every member must use the same. A restored snapshot
@@ -106,7 +107,7 @@ impl NodeConfig {
             batches_in_flight_max: 1,
             lease_checkpoint_interval_ms: 5_000,
             limits: Limits::default(),
-            sled_cache_bytes: 64 << 20,
+            sled_cache_bytes: 16 << 20,
             bounds: Bounds::default(),
         }
     }

@@ -41,7 +41,7 @@ impl StateMachine {
         let mut usage: BTreeMap<String, crate::caller::Usage> = BTreeMap::new();
         for lease in self.leases.values() {
             if let Some(owner) = &lease.owner {
-                usage.entry(owner.clone()).or_default().leases += 1;
+                usage.entry(owner.to_string()).or_default().leases += 1;
             }
         }
         for (key, r) in &self.keys.records {
@@ -129,12 +129,12 @@ impl StateMachine {
     fn check_resources(&self) -> Result<(), String> {
         let mut tallies = Tallies::default();
         for (id, res) in self.resources.iter() {
-            self.check_resource(id, &res)?;
+            self.check_resource(&id, &res)?;
             tallies.resources[slot(id.kind)] += 1;
             tallies.holders[slot(id.kind)] += res.holders.len() as u64;
             tallies.waiters[slot(id.kind)] += res.queue().len() as u64;
             ensure!(
-                res.delay().is_some() == self.delayed.contains(id),
+                res.delay().is_some() == self.delayed.contains(&id),
                 "{id:?}: delay index disagrees"
             );
         }

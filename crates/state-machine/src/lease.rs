@@ -4,49 +4,123 @@ use crate::ids::{LeaseId, Revision};
 use crate::resource::{ResourceId, ResourceKind};
 use crate::small::SmallSet;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 
-/// A claim (hold or queue entry) a lease owns on a resource, in 40 bytes: its strings as
-/// boxed `str`s beside the kind, where a `ResourceId` and a `String` took 56 and a
-/// `Lease` 112 (decision #116). Ordered, and encoded, as the pair it replaces.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+/// A claim (hold or queue entry) a lease owns on a resource, in one 16-byte pointer to one
+/// heap block: the kind's byte, the name's length (4 bytes, little-endian), the name and
+/// the owner. A `ResourceId` and a `String` took 56 bytes, two boxed `str`s beside the
+/// kind 40 (decisions #116, #119). Ordered, and encoded, as the pair it replaces: by
+/// kind, then name, then owner, and UTF-8's byte order is its code-point order.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(from = "ClaimRefWire")]
-pub(crate) struct ClaimRef {
-    kind: ResourceKind,
-    name: Box<str>,
-    owner: Box<str>,
-}
+pub(crate) struct ClaimRef(Box<[u8]>);
+
+/// Bytes before the name in a [`ClaimRef`]'s block: the kind and the name's length.
+const CLAIM_HEADER: usize = 5;
 
 impl ClaimRef {
     /// `owner`'s claim on `resource`.
     pub(crate) fn new(resource: &ResourceId, owner: &str) -> ClaimRef {
-        ClaimRef {
-            kind: resource.kind,
-            name: resource.name.as_str().into(),
-            owner: owner.into(),
+        ClaimRef::of(resource.kind, &resource.name, owner)
+    }
+
+    /// `owner`'s claim on the resource of `kind` named `name`.
+    fn of(kind: ResourceKind, name: &str, owner: &str) -> ClaimRef {
+        let mut block = Vec::with_capacity(CLAIM_HEADER + name.len() + owner.len());
+        block.push(kind_byte(kind));
+        // Names are bounded far below 4 GiB by the limits; saturate rather than wrap.
+        let len = u32::try_from(name.len()).unwrap_or(u32::MAX);
+        block.extend_from_slice(&len.to_le_bytes());
+        block.extend_from_slice(name.as_bytes());
+        block.extend_from_slice(owner.as_bytes());
+        ClaimRef(block.into_boxed_slice())
+    }
+
+    /// The resource's kind.
+    fn kind(&self) -> ResourceKind {
+        kind_of_byte(self.0.first().copied().unwrap_or_default())
+    }
+
+    /// The name's bytes and the owner's.
+    fn parts(&self) -> (&[u8], &[u8]) {
+        let mut len = [0u8; 4];
+        if let Some(bytes) = self.0.get(1..CLAIM_HEADER) {
+            len.copy_from_slice(bytes);
         }
+        let body = self.0.get(CLAIM_HEADER..).unwrap_or_default();
+        body.split_at((u32::from_le_bytes(len) as usize).min(body.len()))
+    }
+
+    /// The resource's name.
+    fn name(&self) -> Cow<'_, str> {
+        String::from_utf8_lossy(self.parts().0)
     }
 
     /// The resource claimed.
     pub(crate) fn resource(&self) -> ResourceId {
         ResourceId {
-            kind: self.kind,
-            name: self.name.to_string(),
+            kind: self.kind(),
+            name: self.name().into_owned(),
         }
     }
 
     /// The owner within the lease.
-    pub(crate) fn owner(&self) -> &str {
-        &self.owner
+    pub(crate) fn owner(&self) -> Cow<'_, str> {
+        String::from_utf8_lossy(self.parts().1)
     }
 
     /// The resource and the owner, taking the claim.
     pub(crate) fn into_parts(self) -> (ResourceId, String) {
-        let resource = ResourceId {
-            kind: self.kind,
-            name: self.name.into_string(),
-        };
-        (resource, self.owner.into_string())
+        (self.resource(), self.owner().into_owned())
+    }
+}
+
+/// The byte a kind is stored as: in the kinds' order, so bytes sort as kinds do.
+fn kind_byte(kind: ResourceKind) -> u8 {
+    match kind {
+        ResourceKind::Lock => 0,
+        ResourceKind::Semaphore => 1,
+        ResourceKind::Election => 2,
+    }
+}
+
+/// The kind stored as `byte` (only [`kind_byte`] writes one).
+fn kind_of_byte(byte: u8) -> ResourceKind {
+    match byte {
+        0 => ResourceKind::Lock,
+        1 => ResourceKind::Semaphore,
+        _ => ResourceKind::Election,
+    }
+}
+
+impl Ord for ClaimRef {
+    fn cmp(&self, other: &ClaimRef) -> Ordering {
+        let (name, owner) = self.parts();
+        let (other_name, other_owner) = other.parts();
+        self.0
+            .first()
+            .cmp(&other.0.first())
+            .then_with(|| name.cmp(other_name))
+            .then_with(|| owner.cmp(other_owner))
+    }
+}
+
+impl PartialOrd for ClaimRef {
+    fn partial_cmp(&self, other: &ClaimRef) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Debug for ClaimRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClaimRef")
+            .field("kind", &self.kind())
+            .field("name", &self.name())
+            .field("owner", &self.owner())
+            .finish()
     }
 }
 
@@ -60,11 +134,7 @@ struct ClaimRefWire {
 
 impl From<ClaimRefWire> for ClaimRef {
     fn from(w: ClaimRefWire) -> ClaimRef {
-        ClaimRef {
-            kind: w.resource.kind,
-            name: w.resource.name.into_boxed_str(),
-            owner: w.owner.into_boxed_str(),
-        }
+        ClaimRef::new(&w.resource, &w.owner)
     }
 }
 
@@ -86,12 +156,13 @@ struct ClaimRefWireRef<'a> {
 
 impl Serialize for ClaimRef {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (name, owner) = (self.name(), self.owner());
         ClaimRefWireRef {
             resource: ResourceIdRef {
-                kind: self.kind,
-                name: &self.name,
+                kind: self.kind(),
+                name: &name,
             },
-            owner: &self.owner,
+            owner: &owner,
         }
         .serialize(serializer)
     }
@@ -110,7 +181,7 @@ pub(crate) struct Lease {
     /// Holds and queue entries.
     pub(crate) claims: SmallSet<ClaimRef>,
     /// The principal that granted it (`None`: granted without authentication).
-    pub(crate) owner: Option<String>,
+    pub(crate) owner: Option<Box<str>>,
     /// Ephemeral keys and idempotency outcomes; `None` while it owns neither (decision #97).
     extras: Option<Box<LeaseExtras>>,
 }
@@ -156,7 +227,7 @@ struct LeaseWireRef<'a> {
     keys: &'a BTreeSet<String>,
     claims: &'a SmallSet<ClaimRef>,
     idempotency: &'a BTreeMap<u64, String>,
-    owner: &'a Option<String>,
+    owner: Option<&'a str>,
 }
 
 impl From<LeaseWire> for Lease {
@@ -166,7 +237,7 @@ impl From<LeaseWire> for Lease {
             granted: w.granted,
             checkpoint_remaining_ms: FULL_TTL,
             claims: w.claims,
-            owner: w.owner,
+            owner: w.owner.map(String::into_boxed_str),
             extras: Some(Box::new(LeaseExtras {
                 keys: w.keys,
                 idempotency: w.idempotency,
@@ -187,7 +258,7 @@ impl Serialize for Lease {
             keys: self.keys(),
             claims: &self.claims,
             idempotency: self.idempotency(),
-            owner: &self.owner,
+            owner: self.owner.as_deref(),
         }
         .serialize(serializer)
     }
@@ -200,7 +271,7 @@ impl Lease {
             granted,
             checkpoint_remaining_ms: FULL_TTL,
             claims: SmallSet::new(),
-            owner,
+            owner: owner.map(String::into_boxed_str),
             extras: None,
         }
     }
@@ -330,7 +401,7 @@ mod tests {
             keys: l.keys().clone(),
             claims: l.claims.clone(),
             idempotency: l.idempotency().clone(),
-            owner: l.owner.clone(),
+            owner: l.owner.as_deref().map(str::to_owned),
         }
     }
 
@@ -375,6 +446,20 @@ mod tests {
                     before.cmp(&other)
                 );
             }
+        }
+    }
+
+    #[test]
+    fn a_claim_is_one_pointer_and_a_lease_with_one_claim_keeps_it_in_place() {
+        assert_eq!(std::mem::size_of::<ClaimRef>(), 16);
+        assert_eq!(std::mem::size_of::<SmallSet<ClaimRef>>(), 24);
+        // Names and owners with any UTF-8, empty ones, and a name that looks like a
+        // header come back as they went in.
+        for (name, owner) in [("", ""), ("é", "ü"), ("\u{0}\u{5}", "x"), ("a", "")] {
+            let resource = ResourceId::semaphore(name);
+            let claim = ClaimRef::new(&resource, owner);
+            assert_eq!(claim.resource(), resource);
+            assert_eq!(claim.owner(), owner);
         }
     }
 

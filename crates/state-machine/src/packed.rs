@@ -11,6 +11,7 @@
 
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde::ser::{Serialize, Serializer};
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
@@ -124,32 +125,44 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
     }
 
     /// The run that holds `key` if anything does: the last run whose first key is not above it.
-    fn run(&self, key: &K) -> Option<&Vec<(K, V)>> {
+    fn run<Q: Ord + ?Sized>(&self, key: &Q) -> Option<&Vec<(K, V)>>
+    where
+        K: Borrow<Q>,
+    {
         self.runs
-            .range((Bound::Unbounded, Bound::Included(key)))
+            .range::<Q, _>((Bound::Unbounded, Bound::Included(key)))
             .next_back()
             .map(|(_, run)| run)
     }
 
-    /// The value at `key`.
-    pub fn get(&self, key: &K) -> Option<&V> {
+    /// The value at `key` (or at a key that borrows as it).
+    pub fn get<Q: Ord + ?Sized>(&self, key: &Q) -> Option<&V>
+    where
+        K: Borrow<Q>,
+    {
         let run = self.run(key)?;
-        let i = run.binary_search_by(|(k, _)| k.cmp(key)).ok()?;
+        let i = run.binary_search_by(|(k, _)| k.borrow().cmp(key)).ok()?;
         Some(&run[i].1)
     }
 
     /// The value at `key`, mutably.
-    pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
+    pub fn get_mut<Q: Ord + ?Sized>(&mut self, key: &Q) -> Option<&mut V>
+    where
+        K: Borrow<Q>,
+    {
         let (_, run) = self
             .runs
-            .range_mut((Bound::Unbounded, Bound::Included(key)))
+            .range_mut::<Q, _>((Bound::Unbounded, Bound::Included(key)))
             .next_back()?;
-        let i = run.binary_search_by(|(k, _)| k.cmp(key)).ok()?;
+        let i = run.binary_search_by(|(k, _)| k.borrow().cmp(key)).ok()?;
         Some(&mut run[i].1)
     }
 
     /// Whether `key` is present.
-    pub fn contains_key(&self, key: &K) -> bool {
+    pub fn contains_key<Q: Ord + ?Sized>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+    {
         self.get(key).is_some()
     }
 
@@ -162,18 +175,33 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
         make: impl FnOnce() -> V,
         update: impl FnOnce(&mut V) -> R,
     ) -> R {
+        self.update_or_insert_by(key, K::clone, make, update)
+    }
+
+    /// [`Self::update_or_insert_with`] by a borrowed form of the key; `owned` makes the key
+    /// to insert, only when one is inserted.
+    pub fn update_or_insert_by<Q: Ord + ?Sized, R>(
+        &mut self,
+        key: &Q,
+        owned: impl FnOnce(&Q) -> K,
+        make: impl FnOnce() -> V,
+        update: impl FnOnce(&mut V) -> R,
+    ) -> R
+    where
+        K: Borrow<Q>,
+    {
         if let Some((_, run)) = self
             .runs
-            .range_mut((Bound::Unbounded, Bound::Included(key)))
+            .range_mut::<Q, _>((Bound::Unbounded, Bound::Included(key)))
             .next_back()
         {
-            match run.binary_search_by(|(k, _)| k.cmp(key)) {
+            match run.binary_search_by(|(k, _)| k.borrow().cmp(key)) {
                 Ok(i) => return update(&mut run[i].1),
                 Err(i) if run.len() < Self::RUN_MAX => {
                     let mut value = make();
                     let answer = update(&mut value);
                     Self::room_for_one(run);
-                    run.insert(i, (key.clone(), value));
+                    run.insert(i, (owned(key), value));
                     self.len += 1;
                     return answer;
                 }
@@ -183,7 +211,7 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
         // Below every key, or its run is full: the general insert.
         let mut value = make();
         let answer = update(&mut value);
-        self.insert(key.clone(), value);
+        self.insert(owned(key), value);
         answer
     }
 
@@ -249,20 +277,27 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
     }
 
     /// Removes `key`, returning its value.
-    pub fn remove(&mut self, key: &K) -> Option<V> {
+    pub fn remove<Q: Ord + ?Sized>(&mut self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+    {
         // Whether the key's run is the first or the last: one of those that empties keeps
         // its block, so a lock that comes and goes below or above every other costs no
         // allocation (one block of at most `RUN_MAX` entries at each end).
-        let at_end = self.runs.keys().nth(1).is_none_or(|second| key < second)
+        let at_end = self
+            .runs
+            .keys()
+            .nth(1)
+            .is_none_or(|second| key < second.borrow())
             || self
                 .runs
                 .last_key_value()
-                .is_some_and(|(last, _)| last <= key);
+                .is_some_and(|(last, _)| last.borrow() <= key);
         let (outer, run) = self
             .runs
-            .range_mut((Bound::Unbounded, Bound::Included(key)))
+            .range_mut::<Q, _>((Bound::Unbounded, Bound::Included(key)))
             .next_back()?;
-        let i = run.binary_search_by(|(k, _)| k.cmp(key)).ok()?;
+        let i = run.binary_search_by(|(k, _)| k.borrow().cmp(key)).ok()?;
         let (_, value) = run.remove(i);
         self.len -= 1;
         // Looked at only when the run empties or just became small, so a run that stays
@@ -346,11 +381,8 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
     }
 
     /// Entries in key order from `lower` on.
-    pub fn range_from<'a>(
-        &'a self,
-        lower: Bound<&'a K>,
-    ) -> impl Iterator<Item = (&'a K, &'a V)> + 'a {
-        let start = match lower {
+    pub fn range_from(&self, lower: Bound<K>) -> impl Iterator<Item = (&K, &V)> {
+        let start = match &lower {
             Bound::Included(k) | Bound::Excluded(k) => self
                 .runs
                 .range((Bound::Unbounded, Bound::Included(k)))
@@ -363,7 +395,7 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
             None => self.runs.range::<K, _>(..),
         };
         runs.flat_map(|(_, run)| run.iter().map(|(k, v)| (k, v)))
-            .skip_while(move |(k, _)| match lower {
+            .skip_while(move |(k, _)| match &lower {
                 Bound::Included(l) => *k < l,
                 Bound::Excluded(l) => *k <= l,
                 Bound::Unbounded => false,
@@ -532,10 +564,10 @@ mod tests {
         prop_assert!(packed.iter().eq(model.iter()));
         for k in 0..600u16 {
             prop_assert_eq!(packed.get(&k), model.get(&k));
-            let from: Vec<_> = packed.range_from(Bound::Included(&k)).collect();
+            let from: Vec<_> = packed.range_from(Bound::Included(k)).collect();
             let want: Vec<_> = model.range(k..).collect();
             prop_assert_eq!(from, want);
-            let after: Vec<_> = packed.range_from(Bound::Excluded(&k)).collect();
+            let after: Vec<_> = packed.range_from(Bound::Excluded(k)).collect();
             let want: Vec<_> = model
                 .range((Bound::Excluded(k), Bound::Unbounded))
                 .collect();
@@ -602,10 +634,10 @@ mod tests {
     #[test]
     fn a_shared_bound_starts_inside_a_run() {
         let map: PackedMap<u64, u64> = (0..1_000u64).map(|k| (k * 2, k)).collect();
-        let first = map.range_from(Bound::Included(&501)).next();
+        let first = map.range_from(Bound::Included(501)).next();
         assert_eq!(first, Some((&502, &251)));
-        let first = map.range_from(Bound::Excluded(&502)).next();
+        let first = map.range_from(Bound::Excluded(502)).next();
         assert_eq!(first, Some((&504, &252)));
-        assert_eq!(map.range_from(Bound::Excluded(&1_998)).next(), None);
+        assert_eq!(map.range_from(Bound::Excluded(1_998)).next(), None);
     }
 }

@@ -146,7 +146,7 @@ impl StateMachine {
             .take_while(|(id, _)| id.kind == kind && id.name.starts_with(prefix))
             .take(limit)
             .map(|(id, res)| LockSummary {
-                resource: id.clone(),
+                resource: id,
                 holders: holders(&res),
                 queue_len: res.queue().len() as u64,
                 delayed: res.delay().is_some(),
@@ -184,9 +184,9 @@ impl StateMachine {
             claims: lease
                 .claims
                 .iter()
-                .map(|c| (c.resource(), c.owner().to_owned()))
+                .map(|c| (c.resource(), c.owner().into_owned()))
                 .collect(),
-            principal: lease.owner.clone(),
+            principal: lease.owner.as_deref().map(str::to_owned),
         })
     }
 

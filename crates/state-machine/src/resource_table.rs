@@ -12,10 +12,11 @@
 
 use crate::ids::{Fence, LeaseId};
 use crate::packed::PackedMap;
-use crate::resource::{Claimant, Demand, Holder, Policy, Resource, ResourceId};
+use crate::resource::{Claimant, Demand, Holder, Policy, Resource, ResourceId, ResourceKind};
 use crate::small::SmallMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use std::borrow::Cow;
+use std::borrow::{Borrow, Cow};
+use std::fmt;
 use std::num::NonZeroU64;
 use std::ops::Bound;
 
@@ -23,11 +24,104 @@ use std::ops::Bound;
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub(crate) struct ResourceTable {
-    slots: PackedMap<ResourceId, Slot>,
+    slots: PackedMap<Key, Slot>,
     /// Locks handed out for change since the last [`ResourceTable::compact`]: each may fit
     /// a compact slot again.
     #[serde(skip)]
-    touched: Vec<ResourceId>,
+    touched: Vec<Key>,
+}
+
+/// A resource's id as the table keys it: one boxed block of the kind's byte and the name,
+/// 16 bytes beside its slot where a `ResourceId` took 32 (decision #119). Its bytes sort
+/// as ids do (by kind, then name: UTF-8's byte order is its code-point order); it encodes
+/// as a `ResourceId`.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Key(Box<[u8]>);
+
+/// Names up to this many bytes are looked up without an allocation.
+const KEY_ON_STACK: usize = 127;
+
+impl Key {
+    fn of(id: &ResourceId) -> Key {
+        with_key_bytes(id, |bytes| Key(bytes.into()))
+    }
+
+    fn kind(&self) -> ResourceKind {
+        match self.0.first() {
+            Some(0) => ResourceKind::Lock,
+            Some(1) => ResourceKind::Semaphore,
+            _ => ResourceKind::Election,
+        }
+    }
+
+    fn name(&self) -> Cow<'_, str> {
+        String::from_utf8_lossy(self.0.get(1..).unwrap_or_default())
+    }
+
+    fn id(&self) -> ResourceId {
+        ResourceId {
+            kind: self.kind(),
+            name: self.name().into_owned(),
+        }
+    }
+}
+
+impl Borrow<[u8]> for Key {
+    fn borrow(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.id().fmt(f)
+    }
+}
+
+/// Calls `f` with `id`'s key bytes, built on the stack when the name is short.
+fn with_key_bytes<R>(id: &ResourceId, f: impl FnOnce(&[u8]) -> R) -> R {
+    let kind = match id.kind {
+        ResourceKind::Lock => 0,
+        ResourceKind::Semaphore => 1,
+        ResourceKind::Election => 2,
+    };
+    let name = id.name.as_bytes();
+    if let Some(buf) = name.len().checked_add(1).filter(|n| *n <= KEY_ON_STACK + 1) {
+        let mut stack = [0u8; KEY_ON_STACK + 1];
+        stack[0] = kind;
+        stack[1..buf].copy_from_slice(name);
+        f(&stack[..buf])
+    } else {
+        let mut heap = Vec::with_capacity(name.len() + 1);
+        heap.push(kind);
+        heap.extend_from_slice(name);
+        f(&heap)
+    }
+}
+
+/// A `ResourceId`, borrowed, for encoding a key without a copy.
+#[derive(Serialize)]
+#[serde(rename = "ResourceId")]
+struct IdRef<'a> {
+    kind: ResourceKind,
+    name: &'a str,
+}
+
+impl Serialize for Key {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let name = self.name();
+        IdRef {
+            kind: self.kind(),
+            name: &name,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Key, D::Error> {
+        ResourceId::deserialize(deserializer).map(|id| Key::of(&id))
+    }
 }
 
 /// One resource as the table keeps it.
@@ -193,22 +287,24 @@ impl ResourceTable {
 
     /// Whether `id` exists.
     pub(crate) fn contains_key(&self, id: &ResourceId) -> bool {
-        self.slots.contains_key(id)
+        with_key_bytes(id, |key| self.slots.contains_key(key))
     }
 
     /// The resource `id`, to read.
     pub(crate) fn get(&self, id: &ResourceId) -> Option<Cow<'_, Resource>> {
-        self.slots.get(id).map(Slot::view)
+        with_key_bytes(id, |key| self.slots.get(key)).map(Slot::view)
     }
 
     /// The resource `id`, to change; compacted again by the next [`Self::compact`].
     pub(crate) fn get_mut(&mut self, id: &ResourceId) -> Option<&mut Resource> {
-        let slot = self.slots.get_mut(id)?;
-        let res = slot.expanded();
-        if res.policy == Policy::Lock && self.touched.last() != Some(id) {
-            self.touched.push(id.clone());
-        }
-        Some(res)
+        with_key_bytes(id, |key| {
+            let slot = self.slots.get_mut(key)?;
+            let res = slot.expanded();
+            if res.policy == Policy::Lock && self.touched.last().is_none_or(|t| *t.0 != *key) {
+                self.touched.push(Key(key.into()));
+            }
+            Some(res)
+        })
     }
 
     /// Applies `update` to the resource `id`, made with `make()` first if there is none,
@@ -220,30 +316,35 @@ impl ResourceTable {
         make: impl FnOnce() -> Resource,
         update: impl FnOnce(&mut Resource) -> R,
     ) -> R {
-        self.slots.update_or_insert_with(
-            id,
-            || Slot::Full(Box::new(make())),
-            |slot| {
-                let answer = update(slot.expanded());
-                slot.compact();
-                answer
-            },
-        )
+        with_key_bytes(id, |key| {
+            self.slots.update_or_insert_by(
+                key,
+                |key| Key(key.into()),
+                || Slot::Full(Box::new(make())),
+                |slot| {
+                    let answer = update(slot.expanded());
+                    slot.compact();
+                    answer
+                },
+            )
+        })
     }
 
     /// Forgets the resource `id`.
     pub(crate) fn remove(&mut self, id: &ResourceId) {
-        self.slots.remove(id);
-        // Nothing left to compact: spare `compact` the search (a release's usual end).
-        if self.touched.last() == Some(id) {
-            self.touched.pop();
-        }
+        with_key_bytes(id, |key| {
+            self.slots.remove(key);
+            // Nothing left to compact: spare `compact` the search (a release's usual end).
+            if self.touched.last().is_some_and(|t| *t.0 == *key) {
+                self.touched.pop();
+            }
+        });
     }
 
     /// Folds every lock changed since the last call that fits into a compact slot.
     pub(crate) fn compact(&mut self) {
-        for id in self.touched.drain(..) {
-            if let Some(slot) = self.slots.get_mut(&id) {
+        for key in self.touched.drain(..) {
+            if let Some(slot) = self.slots.get_mut::<[u8]>(&key.0) {
                 slot.compact();
             }
         }
@@ -256,25 +357,25 @@ impl ResourceTable {
     }
 
     /// Every resource in id order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&ResourceId, Cow<'_, Resource>)> {
-        self.slots.iter().map(|(id, slot)| (id, slot.view()))
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (ResourceId, Cow<'_, Resource>)> {
+        self.slots.iter().map(|(key, slot)| (key.id(), slot.view()))
     }
 
     /// Resources in id order from `lower` on.
-    pub(crate) fn range_from<'a>(
-        &'a self,
-        lower: Bound<&'a ResourceId>,
-    ) -> impl Iterator<Item = (&'a ResourceId, Cow<'a, Resource>)> + 'a {
+    pub(crate) fn range_from(
+        &self,
+        lower: Bound<&ResourceId>,
+    ) -> impl Iterator<Item = (ResourceId, Cow<'_, Resource>)> {
         self.slots
-            .range_from(lower)
-            .map(|(id, slot)| (id, slot.view()))
+            .range_from(lower.map(Key::of))
+            .map(|(key, slot)| (key.id(), slot.view()))
     }
 
     /// The boxed resources in id order: every one that can have a queue or a delay (a
     /// compact lock has neither), without building the compact ones.
-    pub(crate) fn boxed(&self) -> impl Iterator<Item = (&ResourceId, &Resource)> {
-        self.slots.iter().filter_map(|(id, slot)| match slot {
-            Slot::Full(res) => Some((id, &**res)),
+    pub(crate) fn boxed(&self) -> impl Iterator<Item = (ResourceId, &Resource)> {
+        self.slots.iter().filter_map(|(key, slot)| match slot {
+            Slot::Full(res) => Some((key.id(), &**res)),
             Slot::Held(_) => None,
         })
     }
@@ -306,7 +407,7 @@ mod tests {
 
     /// The fence a compact slot keeps, `None` if the slot is boxed.
     fn held_fence(table: &ResourceTable, id: &ResourceId) -> Option<Fence> {
-        match table.slots.get(id)? {
+        match with_key_bytes(id, |key| table.slots.get(key))? {
             Slot::Held(held) => Some(held.fence),
             Slot::Full(_) => None,
         }
@@ -321,6 +422,54 @@ mod tests {
 
     fn encode<T: Serialize>(value: &T) -> Vec<u8> {
         bincode::DefaultOptions::new().serialize(value).unwrap()
+    }
+
+    #[test]
+    fn a_key_sorts_and_encodes_as_the_id_it_stands_for() {
+        let long = "n".repeat(KEY_ON_STACK + 5);
+        let ids = [
+            ResourceId::lock(""),
+            ResourceId::lock("a"),
+            ResourceId::lock("a\u{0}"),
+            ResourceId::lock("ab"),
+            ResourceId::lock("é"),
+            ResourceId::lock(long.as_str()),
+            ResourceId::semaphore("a"),
+            ResourceId::election(""),
+            ResourceId::election(long.as_str()),
+        ];
+        assert_eq!(std::mem::size_of::<Key>(), 16);
+        for id in &ids {
+            let key = Key::of(id);
+            assert_eq!(&key.id(), id);
+            assert_eq!(encode(&key), encode(id));
+            let back: Key = bincode::DefaultOptions::new()
+                .deserialize(&encode(id))
+                .unwrap();
+            assert!(back == key);
+            for other in &ids {
+                assert_eq!(
+                    key.cmp(&Key::of(other)),
+                    id.cmp(other),
+                    "{id:?} vs {other:?}"
+                );
+            }
+        }
+        // Lookups by borrowed bytes, on the stack and on the heap, find what was put in.
+        let mut table = ResourceTable::default();
+        for id in &ids {
+            table.update_or_insert_with(id, || held_lock(1, 2), |_| ());
+        }
+        for id in &ids {
+            assert!(table.contains_key(id));
+            assert_eq!(held_fence(&table, id), Some(Fence(2)));
+        }
+        let listed: Vec<ResourceId> = table.iter().map(|(id, _)| id).collect();
+        let mut sorted = ids.to_vec();
+        sorted.sort();
+        assert_eq!(listed, sorted);
+        table.remove(&ids[5]);
+        assert!(!table.contains_key(&ids[5]) && table.len() == ids.len() - 1);
     }
 
     #[test]

@@ -58,7 +58,7 @@ impl LeaseGrant {
         sm.next_lease_id += 1;
         sm.leases.insert(
             lease,
-            Box::new(Lease::new(self.ttl_ms, ctx.revision, ctx.owner.clone())),
+            Lease::new(self.ttl_ms, ctx.revision, ctx.owner.clone()),
         );
         if let Some(owner) = &ctx.owner {
             sm.usage_mut(owner, |u| u.leases += 1);
