@@ -122,12 +122,15 @@ fn stopped() -> std::io::Error {
 
 /// Serves flush requests until every handle is gone. A flush covers every write made before
 /// it began, so the requests that queued while one ran share the next one.
-/// `before` runs before each flush (a test's stall; nothing in other builds).
+/// `before` runs before each flush (a test's stall; nothing in other builds), after the
+/// flush's requests are taken: a request that queues while a test holds the stall waits
+/// for the next flush, and so for the stall to end, instead of riding along with a flush
+/// that was already past it.
 fn run(db: &sled::Db, queue: &mpsc::Receiver<Waiter>, before: impl Fn()) {
     while let Ok(first) = queue.recv() {
-        before();
         let mut waiters = vec![first];
         waiters.extend(queue.try_iter());
+        before();
         let flushed = db.flush().map(|_| ()).map_err(|e| e.to_string());
         if let Err(e) = &flushed {
             tracing::error!(error = %e, "log flush failed");
