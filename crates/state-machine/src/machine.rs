@@ -27,7 +27,7 @@ pub struct StateMachine {
     /// pointer more and the allocator's rounding (decision #119).
     pub(crate) leases: PackedMap<LeaseId, Lease>,
     pub(crate) keys: Keyspace,
-    /// Most held locks in 40 bytes, the rest boxed (decision #118).
+    /// Most held locks in 32 bytes, the rest boxed (decisions #118, #120).
     pub(crate) resources: ResourceTable,
     /// Resources with a pending lock-delay, so the leader finds them without a scan.
     pub(crate) delayed: BTreeSet<ResourceId>,

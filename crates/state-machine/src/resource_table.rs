@@ -1,5 +1,5 @@
 //! The table of locks, semaphores and elections. Most held locks are a lock with one
-//! exclusive holder and nobody waiting; the table keeps such a lock in a 40-byte
+//! exclusive holder and nobody waiting; the table keeps such a lock in a 32-byte
 //! [`Slot::Held`] beside its name, where a boxed [`Resource`] took 112 bytes of heap and a
 //! pointer (decision #118). Every other resource stays a boxed `Resource`.
 //!
@@ -13,7 +13,6 @@
 use crate::ids::{Fence, LeaseId};
 use crate::packed::PackedMap;
 use crate::resource::{Claimant, Demand, Holder, Policy, Resource, ResourceId, ResourceKind};
-use crate::small::SmallMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::borrow::{Borrow, Cow};
 use std::fmt;
@@ -134,15 +133,20 @@ enum Slot {
     Full(Box<Resource>),
 }
 
-/// What a [`Slot::Held`] lock keeps: its holder's claimant and fence, and the enqueue
-/// revision if the grant came from the queue. Its last fence is the holder's.
+/// What a [`Slot::Held`] lock keeps: its holder's lease and fence, and in one boxed block
+/// (`tail`) a flag byte, the enqueue revision if the grant came from the queue (8 bytes,
+/// little-endian, after a flag of 1), and the owner. Its last fence is the holder's. 32
+/// bytes: the flag rides in the owner's block, which the allocator's rounding usually
+/// leaves room for, where an `Option<NonZeroU64>` beside it took 8 (decision #120).
 #[derive(Clone, Debug)]
 struct Held {
     lease: LeaseId,
     fence: Fence,
-    enqueued: Option<NonZeroU64>,
-    owner: Box<str>,
+    tail: Box<[u8]>,
 }
+
+/// The flag byte of a [`Held`] tail whose grant came from the queue.
+const FROM_QUEUE: u8 = 1;
 
 impl Held {
     /// The holder of `res`, if `res` fits a compact slot.
@@ -163,39 +167,53 @@ impl Held {
         plain.then_some((claimant, h))
     }
 
-    /// The compact form of `res`, its owner string moved, not copied; `Err(res)` if it
-    /// does not fit.
+    /// The compact form of `res`; `Err(res)` if it does not fit.
     fn take(res: Resource) -> Result<Held, Resource> {
         let Some((claimant, h)) = Held::fitting(&res) else {
             return Err(res);
         };
-        let (lease, fence, enqueued) = (claimant.lease, h.fence, h.enqueued);
-        let owner = match res.holders {
-            SmallMap::One((claimant, _)) => claimant.owner.into_boxed_str(),
-            holders => holders
-                .keys()
-                .next()
-                .map(|c| Box::from(c.owner.as_str()))
-                .unwrap_or_default(),
-        };
+        let owner = claimant.owner.as_bytes();
+        let mut tail = Vec::with_capacity(1 + 8 + owner.len());
+        match h.enqueued {
+            Some(enqueued) => {
+                tail.push(FROM_QUEUE);
+                tail.extend_from_slice(&enqueued.get().to_le_bytes());
+            }
+            None => tail.push(0),
+        }
+        tail.extend_from_slice(owner);
         Ok(Held {
-            lease,
-            fence,
-            enqueued,
-            owner,
+            lease: claimant.lease,
+            fence: h.fence,
+            tail: tail.into_boxed_slice(),
         })
     }
 
-    /// The resource this stands for, its owner string moved.
-    fn into_resource(self) -> Resource {
+    /// The enqueue revision, if the grant came from the queue, and the owner's bytes.
+    fn parts(&self) -> (Option<NonZeroU64>, &[u8]) {
+        match self.tail.split_first() {
+            Some((&FROM_QUEUE, rest)) if rest.len() >= 8 => {
+                let (revision, owner) = rest.split_at(8);
+                let mut bytes = [0u8; 8];
+                bytes.copy_from_slice(revision);
+                (NonZeroU64::new(u64::from_le_bytes(bytes)), owner)
+            }
+            Some((_, owner)) => (None, owner),
+            None => (None, &[]),
+        }
+    }
+
+    /// The resource this stands for.
+    fn to_resource(&self) -> Resource {
+        let (enqueued, owner) = self.parts();
         let mut res = Resource::new(Policy::Lock);
         res.insert_holder(
-            Claimant::new(self.lease, self.owner.into_string()),
+            Claimant::new(self.lease, String::from_utf8_lossy(owner).into_owned()),
             Holder {
                 demand: Demand::Exclusive,
                 fence: self.fence,
                 count: 1,
-                enqueued: self.enqueued,
+                enqueued,
                 lock_delay_ms: 0,
                 value: None,
             },
@@ -214,7 +232,7 @@ impl Slot {
 
     fn view(&self) -> Cow<'_, Resource> {
         match self {
-            Slot::Held(held) => Cow::Owned(held.clone().into_resource()),
+            Slot::Held(held) => Cow::Owned(held.to_resource()),
             Slot::Full(res) => Cow::Borrowed(res),
         }
     }
@@ -222,9 +240,7 @@ impl Slot {
     /// The resource, expanded in place first if it was compact.
     fn expanded(&mut self) -> &mut Resource {
         if let Slot::Held(held) = self {
-            let owner = std::mem::take(&mut held.owner);
-            let res = Held { owner, ..*held }.into_resource();
-            *self = Slot::Full(Box::new(res));
+            *self = Slot::Full(Box::new(held.to_resource()));
         }
         match self {
             Slot::Full(res) => res,
@@ -473,8 +489,8 @@ mod tests {
     }
 
     #[test]
-    fn a_compact_slot_takes_40_bytes() {
-        assert!(std::mem::size_of::<Slot>() <= 40);
+    fn a_compact_slot_takes_32_bytes() {
+        assert!(std::mem::size_of::<Slot>() <= 32);
     }
 
     #[test]
@@ -530,7 +546,24 @@ mod tests {
     fn a_compact_slot_stands_for_the_same_resource_and_encodes_as_it() {
         let mut granted_from_queue = held_lock(7, 12);
         only_holder(&mut granted_from_queue, 7).enqueued = Holder::from_queue(Revision(10));
-        for res in [held_lock(1, 3), granted_from_queue] {
+        // Owners whose first byte is the queue flag, empty ones, with and without a queue.
+        let owned_by = |owner: &str, enqueued: Option<u64>| {
+            let mut res = Resource::new(Policy::Lock);
+            let h = Holder {
+                enqueued: enqueued.and_then(|e| Holder::from_queue(Revision(e))),
+                ..holder(20)
+            };
+            res.insert_holder(Claimant::new(LeaseId(2), owner), h);
+            res
+        };
+        for res in [
+            held_lock(1, 3),
+            granted_from_queue,
+            owned_by("", None),
+            owned_by("", Some(19)),
+            owned_by("\u{1}2345678é", None),
+            owned_by("\u{1}", Some(u64::MAX)),
+        ] {
             let slot = Slot::of(res.clone());
             assert!(matches!(slot, Slot::Held(_)));
             assert_eq!(*slot.view(), res);

@@ -90,13 +90,20 @@ impl Due {
     }
 }
 
-/// One lease's deadline: 24 bytes (decisions #105, #114). With its 8-byte key a B-tree
-/// leaf of them fits jemalloc's 384-byte class, where 40 bytes took a 640-byte block.
+/// One lease's deadline: 24 bytes (decisions #105, #114), its reset mark included
+/// (decision #120), where a table of marks beside it took 16 bytes more per marked lease.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct LeaseDeadline {
     /// When it ends.
     at: Tick,
-    ttl_ms: u64,
+    /// The TTL, saturated at 49 days: only the checkpoint's "kept alive recently" test
+    /// reads it, and a saturated TTL can only skip a checkpoint, which makes a new leader
+    /// end the lease later, never earlier.
+    ttl_ms: u32,
+    /// Whether its next keepalive must commit a reset ([`MARKED`]), and the lease's own
+    /// count of marks in the low bits: a reset committed for an older mark does not clear
+    /// a newer one. Kept across keepalives, which replace the rest of the deadline.
+    mark: u32,
     /// How much of it, in whole microseconds (rounded down, so a checkpoint never records
     /// less than the deadline without it), a promotion added beyond the lease's recorded
     /// deadline: checkpoints record the deadline without it, so graces never add up across
@@ -111,6 +118,10 @@ struct LeaseDeadline {
 /// days or more is not recorded either: such a lease is named at every checkpoint,
 /// which is correct, only not economical.
 const NOT_RECORDED: u32 = u32::MAX;
+
+/// The bit of [`LeaseDeadline::mark`] set while a reset is owed; the other bits count
+/// the lease's marks (wrapping after 2^31, one per checkpoint or promotion at most).
+const MARKED: u32 = 1 << 31;
 
 impl LeaseDeadline {
     /// When it ends.
@@ -150,13 +161,9 @@ pub(crate) struct Deadlines {
     waits: BTreeMap<(ResourceId, LeaseId, String), (Instant, Revision)>,
     delays: BTreeMap<ResourceId, (Instant, Revision)>,
     /// Leases whose expiry is proposed, with their TTL: a keepalive must not resurrect them.
+    /// (Which leases owe a reset, because of a checkpoint proposed or recorded or a
+    /// promotion since their last committed reset, is in each deadline's `mark`.)
     expiring: BTreeMap<LeaseId, u64>,
-    /// Leases whose next keepalive must commit a reset (a checkpoint proposed or recorded,
-    /// or a promotion, since their last committed reset), each with the mark it was set
-    /// with: a reset committed for an older mark does not clear a newer one.
-    checkpointed: PackedMap<LeaseId, u64>,
-    /// The next mark.
-    next_mark: u64,
 }
 
 impl Deadlines {
@@ -183,11 +190,20 @@ impl Deadlines {
         self.set_lease_with_grace(lease, at, ttl_ms, Duration::ZERO);
     }
 
-    /// Sets a lease's deadline at `at`, of which `grace` is a promotion's grace.
+    /// Sets a lease's deadline at `at`, of which `grace` is a promotion's grace; its mark
+    /// stays.
     fn set_lease_with_grace(&mut self, lease: LeaseId, at: Instant, ttl_ms: u64, grace: Duration) {
-        let deadline = self.deadline(at, ttl_ms, grace);
-        if let Some(old) = self.leases.insert(lease, deadline) {
-            self.lease_order.remove(&(old.at, lease));
+        let mut deadline = self.deadline(at, ttl_ms, grace);
+        match self.leases.get_mut(&lease) {
+            Some(old) => {
+                let old_at = old.at;
+                deadline.mark = old.mark;
+                *old = deadline;
+                self.lease_order.remove(&(old_at, lease));
+            }
+            None => {
+                self.leases.insert(lease, deadline);
+            }
         }
         self.lease_order.insert((deadline.at, lease), ());
     }
@@ -202,7 +218,8 @@ impl Deadlines {
         };
         LeaseDeadline {
             at: Tick::of(at),
-            ttl_ms,
+            ttl_ms: u32::try_from(ttl_ms).unwrap_or(u32::MAX),
+            mark: 0,
             grace_us: u32::try_from(grace.as_micros()).unwrap_or(u32::MAX),
             recorded_ms: NOT_RECORDED,
         }
@@ -214,7 +231,6 @@ impl Deadlines {
             self.lease_order.remove(&(old.at, lease));
         }
         self.expiring.remove(&lease);
-        self.checkpointed.remove(&lease);
     }
 
     /// A keepalive: the deadline moves to `now + ttl` unless the expiry is proposed.
@@ -228,24 +244,29 @@ impl Deadlines {
             return KeepaliveAnswer::Gone;
         }
         self.set_lease(lease, now + Duration::from_millis(ttl_ms), ttl_ms);
+        let mark = self.leases.get(&lease).map_or(0, |d| d.mark);
         KeepaliveAnswer::Ack {
             ttl_ms,
-            reset: self.checkpointed.get(&lease).copied(),
+            reset: (mark & MARKED != 0).then_some(u64::from(mark & !MARKED)),
         }
     }
 
     /// A reset for `mark` committed: the lease's keepalives need no more until its next
     /// checkpoint (a later mark stays).
     pub(crate) fn reset_committed(&mut self, lease: LeaseId, mark: u64) {
-        if self.checkpointed.get(&lease) == Some(&mark) {
-            self.checkpointed.remove(&lease);
+        if let Some(d) = self.leases.get_mut(&lease)
+            && d.mark & MARKED != 0
+            && u64::from(d.mark & !MARKED) == mark
+        {
+            d.mark &= !MARKED;
         }
     }
 
     /// Its next keepalive must commit a reset before it is acknowledged.
     fn mark(&mut self, lease: LeaseId) {
-        self.checkpointed.insert(lease, self.next_mark);
-        self.next_mark += 1;
+        if let Some(d) = self.leases.get_mut(&lease) {
+            d.mark = next_mark(d.mark);
+        }
     }
 
     /// A lease's remaining TTL at `now`, if it has a deadline.
@@ -351,7 +372,7 @@ impl Deadlines {
             match &d {
                 Due::Lease(l) => {
                     if let Some(old) = self.leases.remove(l) {
-                        self.expiring.insert(*l, old.ttl_ms);
+                        self.expiring.insert(*l, u64::from(old.ttl_ms));
                     }
                 }
                 Due::Wait {
@@ -414,7 +435,8 @@ impl Deadlines {
             .filter_map(|(lease, deadline)| {
                 let remaining = checkpoint_remaining(deadline, now);
                 let stale = deadline.recorded().is_none_or(|r| remaining * 2 <= r);
-                (stale && remaining + interval_ms < deadline.ttl_ms).then_some((*lease, remaining))
+                (stale && remaining + interval_ms < u64::from(deadline.ttl_ms))
+                    .then_some((*lease, remaining))
             })
             .collect();
         for (lease, _) in &chosen {
@@ -440,23 +462,25 @@ impl Deadlines {
     /// deadlines, except that what these already knew is kept: a lease's deadline, and
     /// which leases are checkpointed or expiring. What was missed is armed as if newly seen.
     pub(crate) fn resync(&mut self, mut fresh: Deadlines) {
+        // A lease this clock already knew needs a reset only if it needed one before, and
+        // keeps its count of marks (a reset in flight for an older mark stays stale).
         for (lease, known) in self.leases.iter() {
-            if fresh.leases.contains_key(lease) {
-                fresh.set_lease_with_grace(*lease, known.at(), known.ttl_ms, known.grace());
+            if let Some(d) = fresh.leases.get_mut(lease) {
+                d.mark = known.mark;
+                let ttl_ms = u64::from(known.ttl_ms);
+                fresh.set_lease_with_grace(*lease, known.at(), ttl_ms, known.grace());
             }
-        }
-        // A lease this clock already knew needs a reset only if it needed one before.
-        fresh
-            .checkpointed
-            .retain(|lease, _| !self.leases.contains_key(lease));
-        for lease in self.checkpointed.keys() {
-            fresh.mark(*lease);
         }
         fresh
             .expiring
             .extend(self.expiring.iter().map(|(l, t)| (*l, *t)));
         *self = fresh;
     }
+}
+
+/// The mark after `mark`: owed, with the count one higher.
+fn next_mark(mark: u32) -> u32 {
+    ((mark & !MARKED).wrapping_add(1) & !MARKED) | MARKED
 }
 
 /// What a checkpoint at `now` records for a deadline: its remaining time without grace.
@@ -504,13 +528,10 @@ pub(crate) fn promote(
     // (`collect` sorts before it builds.)
     d.lease_order = leases.iter().map(|(l, dl)| ((dl.at, *l), ())).collect();
     // The first keepalive in this term commits a reset before it is acknowledged, so that
-    // the next leader knows of it: every lease is marked, each with a mark of its own.
-    let first_mark = d.next_mark;
-    d.checkpointed = (first_mark..)
-        .zip(&leases)
-        .map(|(mark, (lease, _))| (*lease, mark))
-        .collect();
-    d.next_mark = first_mark + leases.len() as u64;
+    // the next leader knows of it: every lease is marked.
+    for (_, deadline) in &mut leases {
+        deadline.mark = next_mark(deadline.mark);
+    }
     d.leases = leases.into_iter().collect();
     for w in sm.pending_waits() {
         d.set_wait(
@@ -953,14 +974,25 @@ mod tests {
     fn resync_keeps_known_deadlines_and_arms_missed_leases() {
         let mut sm = StateMachine::default();
         let known = grant(&mut sm, 5_000);
+        let quiet = grant(&mut sm, 5_000);
         let start = Instant::now();
         let mut d = Deadlines::default();
         let none = LeaseRecords::new(start, 0);
         promote(&mut d, &sm, &none, start, 500);
-        if let KeepaliveAnswer::Ack { reset: Some(m), .. } = d.keepalive(known, 5_000, start) {
-            d.reset_committed(known, m);
+        for lease in [known, quiet] {
+            if let KeepaliveAnswer::Ack { reset: Some(m), .. } = d.keepalive(lease, 5_000, start) {
+                d.reset_committed(lease, m);
+            }
         }
-        d.checkpoint(start + ms(4_000), 1_000);
+        // `quiet` is kept alive just before the checkpoint, so only `known` is marked.
+        assert!(matches!(
+            d.keepalive(quiet, 5_000, start + ms(4_000)),
+            KeepaliveAnswer::Ack { reset: None, .. }
+        ));
+        assert_eq!(d.checkpoint(start + ms(4_000), 1_000), vec![(known, 1_000)]);
+        let mark = d.leases.get(&known).map_or(0, |dl| dl.mark);
+        assert!(mark & MARKED != 0, "a checkpointed lease owes a reset");
+        let owed = u64::from(mark & !MARKED);
         // Events are missed meanwhile: a new lease is granted.
         let missed = grant(&mut sm, 2_000);
         let now = start + ms(4_000);
@@ -969,9 +1001,19 @@ mod tests {
         d.resync(fresh);
         assert_eq!(d.remaining_ms(known, now), Some(1_000), "kept");
         assert_eq!(d.remaining_ms(missed, now), Some(2_000), "armed as if new");
+        // What each known lease owed, and the count of its marks, survive the resync.
+        assert!(matches!(
+            d.keepalive(quiet, 5_000, now),
+            KeepaliveAnswer::Ack { reset: None, .. }
+        ));
         assert!(matches!(
             d.keepalive(known, 5_000, now),
-            KeepaliveAnswer::Ack { reset: Some(_), .. }
+            KeepaliveAnswer::Ack { reset: Some(m), .. } if m == owed
+        ));
+        d.reset_committed(known, owed);
+        assert!(matches!(
+            d.keepalive(known, 5_000, now),
+            KeepaliveAnswer::Ack { reset: None, .. }
         ));
         assert!(
             matches!(
