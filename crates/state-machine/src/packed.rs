@@ -56,19 +56,21 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
     /// A run below this many entries is merged with a neighbour when they fit in one.
     const RUN_MIN: usize = Self::RUN_MAX / 4;
 
-    /// Capacity grows and shrinks in quarters of a full run: a map's runs then come in
-    /// four block sizes, which the allocator reuses as runs grow, split and shrink,
-    /// instead of a block of every size left behind by one-entry steps.
-    const STEP: usize = Self::RUN_MAX.div_ceil(4);
-
-    /// The capacity kept for a run of `len` entries: `len` rounded up to a step.
+    /// The capacity kept for a run of `len` entries: as many as fit in the allocator's size
+    /// class for `len` of them (at most a full run). Capacity then grows and shrinks a
+    /// class at a time, so a map's runs come in a few block sizes, which the allocator
+    /// reuses as runs grow, split and shrink, and no block has room the class rounding
+    /// would waste (decision #120; quarters of a run of 48-byte entries, 528 bytes, took
+    /// the 640-byte class).
     fn capacity_for(len: usize) -> usize {
-        (len.div_ceil(Self::STEP) * Self::STEP)
-            .min(Self::RUN_MAX)
-            .max(len)
+        let size = std::mem::size_of::<(K, V)>();
+        match size_class(len.saturating_mul(size)).checked_div(size) {
+            Some(fit) => fit.min(Self::RUN_MAX).max(len),
+            None => len,
+        }
     }
 
-    /// Makes room in `run` for one more entry, growing it by a step if it is full.
+    /// Makes room in `run` for one more entry, growing it by a class if it is full.
     fn room_for_one(run: &mut Vec<(K, V)>) {
         if run.len() == run.capacity() {
             let want = Self::capacity_for(run.len() + 1);
@@ -76,11 +78,12 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
         }
     }
 
-    /// Gives back capacity `run` no longer needs once two steps or more are spare: with
-    /// one, an insert and a removal at a step's edge would grow and shrink it every time.
+    /// Gives back capacity `run` no longer needs once it is two classes or more above its
+    /// length's: with one, an insert and a removal at a class's edge would grow and
+    /// shrink it every time.
     fn trim(run: &mut Vec<(K, V)>) {
         let want = Self::capacity_for(run.len());
-        if run.capacity() >= want + 2 * Self::STEP {
+        if run.capacity() > Self::capacity_for(want + 1) {
             run.shrink_to(want);
         }
     }
@@ -425,6 +428,19 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
     }
 }
 
+/// The block an allocation of `bytes` takes in jemalloc, the `baton` binary's allocator:
+/// 16-byte steps up to 128 bytes, then four classes per doubling (160, 192, 224, 256,
+/// 320, …). With another allocator it only decides how much spare room a run keeps.
+fn size_class(bytes: usize) -> usize {
+    if bytes <= 128 {
+        return bytes.div_ceil(16).max(1) * 16;
+    }
+    // `bytes` is in (2^(lg-1), 2^lg]; the classes there are 2^(lg-3) apart.
+    let lg = usize::BITS - (bytes - 1).leading_zeros();
+    let step = 1usize << (lg - 3);
+    bytes.div_ceil(step).saturating_mul(step)
+}
+
 impl<K: Ord + Clone, V> FromIterator<(K, V)> for PackedMap<K, V> {
     /// Like a `BTreeMap`: entries in any order, the last of equal keys wins.
     fn from_iter<I: IntoIterator<Item = (K, V)>>(entries: I) -> Self {
@@ -501,6 +517,21 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_keeps_what_its_allocator_class_holds() {
+        // jemalloc's classes around a run's sizes.
+        for (bytes, class) in [(1, 16), (100, 112), (129, 160), (528, 640), (1_008, 1_024)] {
+            assert_eq!(size_class(bytes), class, "{bytes}");
+        }
+        assert_eq!(size_class(1_056), 1_280);
+        assert_eq!(size_class(2_016), 2_048);
+        // 48-byte entries: 11 of them fill 528 bytes of a 640-byte block, so 13 are kept.
+        type Map = PackedMap<[u64; 3], [u64; 3]>;
+        assert_eq!(Map::capacity_for(11), 13);
+        assert_eq!(Map::capacity_for(Map::RUN_MAX), Map::RUN_MAX);
+        assert!((1..=Map::RUN_MAX).all(|n| Map::capacity_for(n) >= n));
+    }
     use proptest::prelude::*;
 
     /// Every structural promise: entries sorted within and across runs, each run keyed at
