@@ -572,12 +572,7 @@ async fn single_node_restart_keeps_its_data() {
     let (_, grant) = c
         .post(1, "/v1/locks/keep/acquire", acquire_body(lease, "w", 0))
         .await;
-    assert!(
-        c.nodes.get_mut(&1).unwrap().terminate(),
-        "clean exit on SIGTERM"
-    );
-    c.start_again(1);
-    c.wait_ready().await;
+    c.restart_cleanly(1).await;
     let (status, kv) = c.get(1, "/v1/kv/durable").await.unwrap();
     assert_eq!((status, kv["value"].as_str()), (200, Some("yes")));
     let (_, state) = c.get(1, "/v1/locks/keep").await.unwrap();
@@ -598,12 +593,7 @@ async fn a_one_mib_storage_cache_serves_more_log_than_it_holds_and_restarts() {
         c.put(1, &format!("/v1/kv/big/{i}"), json!({ "value": value }))
             .await;
     }
-    assert!(
-        c.nodes.get_mut(&1).unwrap().terminate(),
-        "clean exit on SIGTERM"
-    );
-    c.start_again(1);
-    c.wait_ready().await;
+    c.restart_cleanly(1).await;
     for i in [0, 150, 299] {
         let (status, kv) = c.get(1, &format!("/v1/kv/big/{i}")).await.unwrap();
         assert_eq!((status, kv["value"].as_str()), (200, Some(value.as_str())));

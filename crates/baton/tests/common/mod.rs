@@ -223,6 +223,17 @@ impl Cluster {
         self.nodes.get_mut(&id).unwrap().spawn();
     }
 
+    /// Stops node `id` with SIGTERM (asserting a clean exit), starts it on the same data
+    /// and waits until the cluster is ready again.
+    pub async fn restart_cleanly(&mut self, id: u64) {
+        assert!(
+            self.nodes.get_mut(&id).unwrap().terminate(),
+            "clean exit on SIGTERM"
+        );
+        self.start_again(id);
+        self.wait_ready().await;
+    }
+
     /// Waits until every running node is ready (leader known, caught up).
     pub async fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
