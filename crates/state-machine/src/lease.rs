@@ -1,7 +1,7 @@
 //! Leases: a TTL and everything the lease owns, so its end touches only that.
 
 use crate::ids::{LeaseId, Revision};
-use crate::resource::{ResourceId, ResourceKind};
+use crate::resource::{ResourceId, ResourceIdRef, ResourceKind};
 use crate::small::SmallSet;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -24,13 +24,9 @@ const CLAIM_HEADER: usize = 5;
 impl ClaimRef {
     /// `owner`'s claim on `resource`.
     pub(crate) fn new(resource: &ResourceId, owner: &str) -> ClaimRef {
-        ClaimRef::of(resource.kind, &resource.name, owner)
-    }
-
-    /// `owner`'s claim on the resource of `kind` named `name`.
-    fn of(kind: ResourceKind, name: &str, owner: &str) -> ClaimRef {
+        let name = &resource.name;
         let mut block = Vec::with_capacity(CLAIM_HEADER + name.len() + owner.len());
-        block.push(kind_byte(kind));
+        block.push(resource.kind.byte());
         // Names are bounded far below 4 GiB by the limits; saturate rather than wrap.
         let len = u32::try_from(name.len()).unwrap_or(u32::MAX);
         block.extend_from_slice(&len.to_le_bytes());
@@ -41,7 +37,7 @@ impl ClaimRef {
 
     /// The resource's kind.
     fn kind(&self) -> ResourceKind {
-        kind_of_byte(self.0.first().copied().unwrap_or_default())
+        ResourceKind::from_byte(self.0.first().copied().unwrap_or_default())
     }
 
     /// The name's bytes and the owner's.
@@ -75,24 +71,6 @@ impl ClaimRef {
     /// The resource and the owner, taking the claim.
     pub(crate) fn into_parts(self) -> (ResourceId, String) {
         (self.resource(), self.owner().into_owned())
-    }
-}
-
-/// The byte a kind is stored as: in the kinds' order, so bytes sort as kinds do.
-fn kind_byte(kind: ResourceKind) -> u8 {
-    match kind {
-        ResourceKind::Lock => 0,
-        ResourceKind::Semaphore => 1,
-        ResourceKind::Election => 2,
-    }
-}
-
-/// The kind stored as `byte` (only [`kind_byte`] writes one).
-fn kind_of_byte(byte: u8) -> ResourceKind {
-    match byte {
-        0 => ResourceKind::Lock,
-        1 => ResourceKind::Semaphore,
-        _ => ResourceKind::Election,
     }
 }
 
@@ -136,14 +114,6 @@ impl From<ClaimRefWire> for ClaimRef {
     fn from(w: ClaimRefWire) -> ClaimRef {
         ClaimRef::new(&w.resource, &w.owner)
     }
-}
-
-/// A `ResourceId`, borrowed, for encoding a claim without a copy.
-#[derive(Serialize)]
-#[serde(rename = "ResourceId")]
-struct ResourceIdRef<'a> {
-    kind: ResourceKind,
-    name: &'a str,
 }
 
 /// The same as [`ClaimRefWire`], borrowed.

@@ -47,11 +47,7 @@ pub(crate) struct Tallies {
 }
 
 pub(crate) fn slot(kind: ResourceKind) -> usize {
-    match kind {
-        ResourceKind::Lock => 0,
-        ResourceKind::Semaphore => 1,
-        ResourceKind::Election => 2,
-    }
+    usize::from(kind.byte())
 }
 
 /// The revision a command is building and the events it has emitted so far. The

@@ -169,20 +169,10 @@ impl<K: Ord + Clone, V> PackedMap<K, V> {
         self.get(key).is_some()
     }
 
-    /// Applies `update` to the value at `key`, made with `make()` and inserted first if
-    /// there is none; returns what `update` returns. One search when the key is there or
-    /// its run has room; a new value is updated before it goes in.
-    pub fn update_or_insert_with<R>(
-        &mut self,
-        key: &K,
-        make: impl FnOnce() -> V,
-        update: impl FnOnce(&mut V) -> R,
-    ) -> R {
-        self.update_or_insert_by(key, K::clone, make, update)
-    }
-
-    /// [`Self::update_or_insert_with`] by a borrowed form of the key; `owned` makes the key
-    /// to insert, only when one is inserted.
+    /// Applies `update` to the value at `key` (or at a key that borrows as it), made with
+    /// `make()` and inserted first if there is none; returns what `update` returns.
+    /// `owned` makes the key to insert, only when one is inserted. One search when the key
+    /// is there or its run has room; a new value is updated before it goes in.
     pub fn update_or_insert_by<Q: Ord + ?Sized, R>(
         &mut self,
         key: &Q,

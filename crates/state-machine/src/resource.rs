@@ -29,6 +29,33 @@ impl ResourceKind {
             ResourceKind::Election => "election",
         }
     }
+
+    /// Its byte in the compact encodings of ids and claims (and its index in per-kind
+    /// tallies): in the kinds' order, so bytes sort as kinds do.
+    pub(crate) fn byte(self) -> u8 {
+        match self {
+            ResourceKind::Lock => 0,
+            ResourceKind::Semaphore => 1,
+            ResourceKind::Election => 2,
+        }
+    }
+
+    /// The kind [`ResourceKind::byte`] gave `byte` (only that writes one).
+    pub(crate) fn from_byte(byte: u8) -> ResourceKind {
+        match byte {
+            0 => ResourceKind::Lock,
+            1 => ResourceKind::Semaphore,
+            _ => ResourceKind::Election,
+        }
+    }
+}
+
+/// A `ResourceId`, borrowed, for encoding one kept in another form without a copy.
+#[derive(Serialize)]
+#[serde(rename = "ResourceId")]
+pub(crate) struct ResourceIdRef<'a> {
+    pub(crate) kind: ResourceKind,
+    pub(crate) name: &'a str,
 }
 
 /// A resource's identity: its kind and name.

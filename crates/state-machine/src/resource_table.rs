@@ -12,7 +12,9 @@
 
 use crate::ids::{Fence, LeaseId};
 use crate::packed::PackedMap;
-use crate::resource::{Claimant, Demand, Holder, Policy, Resource, ResourceId, ResourceKind};
+use crate::resource::{
+    Claimant, Demand, Holder, Policy, Resource, ResourceId, ResourceIdRef, ResourceKind,
+};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::borrow::{Borrow, Cow};
 use std::fmt;
@@ -46,11 +48,7 @@ impl Key {
     }
 
     fn kind(&self) -> ResourceKind {
-        match self.0.first() {
-            Some(0) => ResourceKind::Lock,
-            Some(1) => ResourceKind::Semaphore,
-            _ => ResourceKind::Election,
-        }
+        ResourceKind::from_byte(self.0.first().copied().unwrap_or_default())
     }
 
     fn name(&self) -> Cow<'_, str> {
@@ -79,11 +77,7 @@ impl fmt::Debug for Key {
 
 /// Calls `f` with `id`'s key bytes, built on the stack when the name is short.
 fn with_key_bytes<R>(id: &ResourceId, f: impl FnOnce(&[u8]) -> R) -> R {
-    let kind = match id.kind {
-        ResourceKind::Lock => 0,
-        ResourceKind::Semaphore => 1,
-        ResourceKind::Election => 2,
-    };
+    let kind = id.kind.byte();
     let name = id.name.as_bytes();
     if let Some(buf) = name.len().checked_add(1).filter(|n| *n <= KEY_ON_STACK + 1) {
         let mut stack = [0u8; KEY_ON_STACK + 1];
@@ -98,18 +92,10 @@ fn with_key_bytes<R>(id: &ResourceId, f: impl FnOnce(&[u8]) -> R) -> R {
     }
 }
 
-/// A `ResourceId`, borrowed, for encoding a key without a copy.
-#[derive(Serialize)]
-#[serde(rename = "ResourceId")]
-struct IdRef<'a> {
-    kind: ResourceKind,
-    name: &'a str,
-}
-
 impl Serialize for Key {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let name = self.name();
-        IdRef {
+        ResourceIdRef {
             kind: self.kind(),
             name: &name,
         }

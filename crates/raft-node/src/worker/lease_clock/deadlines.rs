@@ -186,13 +186,20 @@ impl Deadlines {
     }
 
     /// Sets a lease's deadline at `at` (replacing any), with its TTL.
-    pub(crate) fn set_lease(&mut self, lease: LeaseId, at: Instant, ttl_ms: u64) {
-        self.set_lease_with_grace(lease, at, ttl_ms, Duration::ZERO);
+    /// Returns its mark, which stays.
+    pub(crate) fn set_lease(&mut self, lease: LeaseId, at: Instant, ttl_ms: u64) -> u32 {
+        self.set_lease_with_grace(lease, at, ttl_ms, Duration::ZERO)
     }
 
     /// Sets a lease's deadline at `at`, of which `grace` is a promotion's grace; its mark
-    /// stays.
-    fn set_lease_with_grace(&mut self, lease: LeaseId, at: Instant, ttl_ms: u64, grace: Duration) {
+    /// stays, and is returned.
+    fn set_lease_with_grace(
+        &mut self,
+        lease: LeaseId,
+        at: Instant,
+        ttl_ms: u64,
+        grace: Duration,
+    ) -> u32 {
         let mut deadline = self.deadline(at, ttl_ms, grace);
         match self.leases.get_mut(&lease) {
             Some(old) => {
@@ -206,6 +213,7 @@ impl Deadlines {
             }
         }
         self.lease_order.insert((deadline.at, lease), ());
+        deadline.mark
     }
 
     /// A deadline at `at` (moved earlier for the unsafe canary), not yet recorded.
@@ -243,8 +251,7 @@ impl Deadlines {
         if self.expiring.contains_key(&lease) {
             return KeepaliveAnswer::Gone;
         }
-        self.set_lease(lease, now + Duration::from_millis(ttl_ms), ttl_ms);
-        let mark = self.leases.get(&lease).map_or(0, |d| d.mark);
+        let mark = self.set_lease(lease, now + Duration::from_millis(ttl_ms), ttl_ms);
         KeepaliveAnswer::Ack {
             ttl_ms,
             reset: (mark & MARKED != 0).then_some(u64::from(mark & !MARKED)),
