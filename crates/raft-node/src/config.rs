@@ -158,6 +158,13 @@ impl NodeConfig {
                 self.limits.ttl_ms_min, self.election_timeout_min_ms
             ));
         }
+        if self.limits.ttl_ms_max > baton_state_machine::TTL_MS_MAX {
+            return bad(format!(
+                "ttl_ms_max {} is above {} ms (about 49.7 days), the longest TTL a lease can have",
+                self.limits.ttl_ms_max,
+                baton_state_machine::TTL_MS_MAX
+            ));
+        }
         if self.limits.hold_ms_max < 1_000 {
             return bad(format!(
                 "hold_ms_max {} is below 1000 ms",
@@ -426,6 +433,16 @@ mod tests {
         config.limits.ttl_ms_min = 999;
         assert!(config.validate().is_err());
         config.limits.ttl_ms_min = 1_000;
+        assert!(config.validate().is_ok());
+    }
+
+    #[test]
+    fn a_ttl_ceiling_beyond_what_a_lease_can_hold_is_refused() {
+        let mut config = NodeConfig::default_single();
+        config.limits.ttl_ms_max = baton_state_machine::TTL_MS_MAX + 1;
+        let refused = config.validate().unwrap_err().to_string();
+        assert!(refused.contains("ttl_ms_max"), "{refused}");
+        config.limits.ttl_ms_max = baton_state_machine::TTL_MS_MAX;
         assert!(config.validate().is_ok());
     }
 

@@ -142,7 +142,7 @@ impl Node {
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| NodeError::Storage(format!("{}: {e}", config.data_dir.display())))?;
         let db = store::open_db(&config.data_dir, config.sled_cache_bytes).await?;
-        let (mut log, sm) = store::open_with(&db, config.bounds.clone())?;
+        let (mut log, sm) = store::open_with(&db, &config.data_dir, config.bounds.clone())?;
         let stats = crate::stats::NodeStats::default();
         log.observe_fsync(stats.fsync_seconds.clone());
         log.set_node(config.id);

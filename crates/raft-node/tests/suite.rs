@@ -14,7 +14,7 @@ impl StoreBuilder<TypeConfig, LogStore, SmStore, TempDir> for SledBuilder {
         let db = store::open_db(dir.path(), 16 << 20)
             .await
             .map_err(|e| StorageIOError::write(&e))?;
-        let (log, sm) = store::open(&db).map_err(|e| StorageIOError::write(&e))?;
+        let (log, sm) = store::open(&db, dir.path()).map_err(|e| StorageIOError::write(&e))?;
         Ok((dir, log, sm))
     }
 }
@@ -43,7 +43,7 @@ fn sled_stores_reopen_with_vote_committed_pointer_and_snapshot() {
     let grant = Proposal::from(Command::LeaseGrant(LeaseGrant { ttl_ms: 5_000 }));
     runtime.block_on(async {
         let db = store::open_db(dir.path(), 8 << 20).await.unwrap();
-        let (mut log, mut sm) = store::open(&db).unwrap();
+        let (mut log, mut sm) = store::open(&db, dir.path()).unwrap();
         log.save_vote(&Vote::new(1, 1)).await.unwrap();
         let entries: Vec<_> = (1..=3)
             .map(|i| Entry::<TypeConfig> {
@@ -65,7 +65,7 @@ fn sled_stores_reopen_with_vote_committed_pointer_and_snapshot() {
     });
     runtime.block_on(async {
         let db = store::open_db(dir.path(), 8 << 20).await.unwrap();
-        let (mut log, mut sm) = store::open(&db).unwrap();
+        let (mut log, mut sm) = store::open(&db, dir.path()).unwrap();
         assert_eq!(log.read_vote().await.unwrap(), Some(Vote::new(1, 1)));
         assert_eq!(log.read_committed().await.unwrap(), Some(log_id(3)));
         let (applied, _) = sm.applied_state().await.unwrap();
@@ -76,5 +76,91 @@ fn sled_stores_reopen_with_vote_committed_pointer_and_snapshot() {
         );
         let leases = sm.shared().query(|s| s.counts().leases);
         assert_eq!(leases, 3);
+    });
+}
+
+/// A data directory from before snapshot files (decision #122) kept the snapshot's bytes
+/// in sled: they are read, and the next snapshot moves them to a file. A file sled does
+/// not name (what a crash between writing a snapshot and naming it leaves) is removed
+/// when the store opens.
+#[test]
+fn a_snapshot_an_older_build_kept_in_sled_is_read_then_moved_to_a_file() {
+    use baton_raft_node::{Batch, LogId};
+    use baton_state_machine::{Command, LeaseGrant, Proposal};
+    use openraft::storage::RaftStateMachine;
+    use openraft::{CommittedLeaderId, Entry, EntryPayload, RaftSnapshotBuilder};
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let dir = TempDir::new().unwrap();
+    let snapshots = dir.path().join("snapshots");
+    let files = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&snapshots)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    };
+    let log_id = |index| LogId::new(CommittedLeaderId::new(1, 1), index);
+    let grant = Proposal::from(Command::LeaseGrant(LeaseGrant { ttl_ms: 5_000 }));
+    runtime.block_on(async {
+        let db = store::open_db(dir.path(), 8 << 20).await.unwrap();
+        let (_log, mut sm) = store::open(&db, dir.path()).unwrap();
+        let entries: Vec<_> = (1..=2)
+            .map(|i| Entry::<TypeConfig> {
+                log_id: log_id(i),
+                payload: EntryPayload::Normal(Batch {
+                    proposals: vec![grant.clone()],
+                }),
+            })
+            .collect();
+        sm.apply(entries).await.unwrap();
+        sm.get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .unwrap();
+        assert_eq!(files(), vec!["snapshot-00000000000000000002.bin"]);
+        // Make it what an older build wrote: the bytes in sled, no file.
+        let tree = db.open_tree("snapshot").unwrap();
+        let bytes = std::fs::read(snapshots.join(&files()[0])).unwrap();
+        tree.insert("data", bytes).unwrap();
+        tree.remove("file").unwrap();
+        std::fs::remove_file(snapshots.join(&files()[0])).unwrap();
+        std::fs::write(
+            snapshots.join("snapshot-00000000000000000009.bin.0.tmp"),
+            b"x",
+        )
+        .unwrap();
+        drop((_log, sm));
+        db.flush().unwrap();
+    });
+    runtime.block_on(async {
+        let db = store::open_db(dir.path(), 8 << 20).await.unwrap();
+        let (_log, mut sm) = store::open(&db, dir.path()).unwrap();
+        assert!(files().is_empty(), "the orphan is removed: {:?}", files());
+        let (applied, _) = sm.applied_state().await.unwrap();
+        assert_eq!(applied, Some(log_id(2)));
+        assert_eq!(sm.shared().query(|s| s.counts().leases), 2);
+        let current = sm
+            .get_current_snapshot()
+            .await
+            .unwrap()
+            .expect("a snapshot");
+        assert_eq!(current.meta.last_log_id, Some(log_id(2)));
+        sm.get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .unwrap();
+        assert_eq!(files(), vec!["snapshot-00000000000000000002.bin"]);
+        let tree = db.open_tree("snapshot").unwrap();
+        assert!(tree.get("data").unwrap().is_none(), "moved out of sled");
+        let again = sm
+            .get_current_snapshot()
+            .await
+            .unwrap()
+            .expect("a snapshot");
+        assert_eq!(again.snapshot.into_inner(), current.snapshot.into_inner());
     });
 }

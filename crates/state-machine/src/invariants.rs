@@ -93,7 +93,7 @@ impl StateMachine {
                 lease.granted <= self.revision,
                 "lease {id} granted in the future"
             );
-            ensure!(lease.ttl_ms > 0, "lease {id} with ttl 0");
+            ensure!(lease.ttl_ms() > 0, "lease {id} with ttl 0");
             ensure!(
                 lease.extras_are_tidy(),
                 "lease {id} keeps an empty extras box"

@@ -10,26 +10,41 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 /// A claim (hold or queue entry) a lease owns on a resource, in one 16-byte pointer to one
-/// heap block: the kind's byte, the name's length (4 bytes, little-endian), the name and
-/// the owner. A `ResourceId` and a `String` took 56 bytes, two boxed `str`s beside the
-/// kind 40 (decisions #116, #119). Ordered, and encoded, as the pair it replaces: by
-/// kind, then name, then owner, and UTF-8's byte order is its code-point order.
+/// heap block: the kind's byte, the name's length, the name and the owner. The length is
+/// one byte for a name under 255 bytes, else [`LONG_NAME`] and four bytes little-endian:
+/// a short name and owner then fit a smaller allocation (`held-123456` with a one-byte
+/// owner takes 14 bytes, jemalloc's 16-byte class, where a four-byte length made it 17,
+/// the 32-byte class: decision #121). A `ResourceId` and a `String` took 56 bytes, two
+/// boxed `str`s beside the kind 40 (decisions #116, #119). Ordered, and encoded, as the
+/// pair it replaces: by kind, then name, then owner, and UTF-8's byte order is its
+/// code-point order.
 #[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(from = "ClaimRefWire")]
 pub(crate) struct ClaimRef(Box<[u8]>);
 
-/// Bytes before the name in a [`ClaimRef`]'s block: the kind and the name's length.
-const CLAIM_HEADER: usize = 5;
+/// The length byte of a name of 255 bytes or more: four bytes of length follow it.
+const LONG_NAME: u8 = u8::MAX;
 
 impl ClaimRef {
     /// `owner`'s claim on `resource`.
     pub(crate) fn new(resource: &ResourceId, owner: &str) -> ClaimRef {
         let name = &resource.name;
-        let mut block = Vec::with_capacity(CLAIM_HEADER + name.len() + owner.len());
+        let short = u8::try_from(name.len())
+            .ok()
+            .filter(|len| *len != LONG_NAME);
+        let header = if short.is_some() { 2 } else { 6 };
+        // Exactly its length: `into_boxed_slice` would copy into a smaller block otherwise.
+        let mut block = Vec::with_capacity(header + name.len() + owner.len());
         block.push(resource.kind.byte());
-        // Names are bounded far below 4 GiB by the limits; saturate rather than wrap.
-        let len = u32::try_from(name.len()).unwrap_or(u32::MAX);
-        block.extend_from_slice(&len.to_le_bytes());
+        match short {
+            Some(len) => block.push(len),
+            None => {
+                block.push(LONG_NAME);
+                // Names are bounded far below 4 GiB by the limits; saturate rather than wrap.
+                let len = u32::try_from(name.len()).unwrap_or(u32::MAX);
+                block.extend_from_slice(&len.to_le_bytes());
+            }
+        }
         block.extend_from_slice(name.as_bytes());
         block.extend_from_slice(owner.as_bytes());
         ClaimRef(block.into_boxed_slice())
@@ -42,12 +57,19 @@ impl ClaimRef {
 
     /// The name's bytes and the owner's.
     fn parts(&self) -> (&[u8], &[u8]) {
-        let mut len = [0u8; 4];
-        if let Some(bytes) = self.0.get(1..CLAIM_HEADER) {
-            len.copy_from_slice(bytes);
-        }
-        let body = self.0.get(CLAIM_HEADER..).unwrap_or_default();
-        body.split_at((u32::from_le_bytes(len) as usize).min(body.len()))
+        let (len, body) = match self.0.get(1).copied() {
+            Some(LONG_NAME) => {
+                let mut len = [0u8; 4];
+                if let Some(bytes) = self.0.get(2..6) {
+                    len.copy_from_slice(bytes);
+                }
+                (u32::from_le_bytes(len) as usize, self.0.get(6..))
+            }
+            Some(len) => (usize::from(len), self.0.get(2..)),
+            None => (0, None),
+        };
+        let body = body.unwrap_or_default();
+        body.split_at(len.min(body.len()))
     }
 
     /// The resource's name.
@@ -140,14 +162,15 @@ impl Serialize for ClaimRef {
 
 /// A live lease.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(from = "LeaseWire")]
+#[serde(try_from = "LeaseWire")]
 pub(crate) struct Lease {
-    pub(crate) ttl_ms: u64,
-    pub(crate) granted: Revision,
+    /// Its TTL: at most [`TTL_MS_MAX`], so four bytes (decision #121).
+    ttl_ms: u32,
     /// Remaining TTL at the last checkpoint the leader proposed, or [`FULL_TTL`]: a
     /// recorded remaining time is always below the TTL, so the sentinel is never one, and
-    /// 8 bytes instead of an `Option`'s 16 keep a `Lease` in 112 (decision #114).
-    checkpoint_remaining_ms: u64,
+    /// 4 bytes instead of an `Option<u64>`'s 16 keep a `Lease` in 64 (decisions #114, #121).
+    checkpoint_remaining_ms: u32,
+    pub(crate) granted: Revision,
     /// Holds and queue entries.
     pub(crate) claims: SmallSet<ClaimRef>,
     /// The principal that granted it (`None`: granted without authentication).
@@ -166,7 +189,11 @@ struct LeaseExtras {
 }
 
 /// `checkpoint_remaining_ms` of a lease without a checkpoint since its last reset.
-const FULL_TTL: u64 = u64::MAX;
+const FULL_TTL: u32 = u32::MAX;
+
+/// The longest TTL a lease can have, about 49.7 days: the state machine refuses a grant
+/// above it and a node's configuration cannot allow one.
+pub const TTL_MS_MAX: u64 = u32::MAX as u64;
 
 /// The keys of a lease without any.
 static NO_KEYS: BTreeSet<String> = BTreeSet::new();
@@ -200,12 +227,17 @@ struct LeaseWireRef<'a> {
     owner: Option<&'a str>,
 }
 
-impl From<LeaseWire> for Lease {
-    fn from(w: LeaseWire) -> Lease {
+impl TryFrom<LeaseWire> for Lease {
+    type Error = String;
+
+    /// Refuses a TTL above [`TTL_MS_MAX`], which no grant can have made.
+    fn try_from(w: LeaseWire) -> Result<Lease, String> {
+        let ttl_ms = u32::try_from(w.ttl_ms)
+            .map_err(|_| format!("a lease TTL of {} ms is above {TTL_MS_MAX}", w.ttl_ms))?;
         let mut lease = Lease {
-            ttl_ms: w.ttl_ms,
-            granted: w.granted,
+            ttl_ms,
             checkpoint_remaining_ms: FULL_TTL,
+            granted: w.granted,
             claims: w.claims,
             owner: w.owner.map(String::into_boxed_str),
             extras: Some(Box::new(LeaseExtras {
@@ -215,14 +247,14 @@ impl From<LeaseWire> for Lease {
         };
         lease.set_checkpoint_remaining_ms(w.checkpoint_remaining_ms);
         lease.tidy();
-        lease
+        Ok(lease)
     }
 }
 
 impl Serialize for Lease {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         LeaseWireRef {
-            ttl_ms: self.ttl_ms,
+            ttl_ms: self.ttl_ms(),
             granted: self.granted,
             checkpoint_remaining_ms: self.checkpoint_remaining_ms(),
             keys: self.keys(),
@@ -235,26 +267,36 @@ impl Serialize for Lease {
 }
 
 impl Lease {
-    pub(crate) fn new(ttl_ms: u64, granted: Revision, owner: Option<String>) -> Lease {
+    /// A lease of `ttl_ms` (which [`LeaseGrant`](crate::LeaseGrant) has checked against
+    /// [`TTL_MS_MAX`]) granted at `granted`.
+    pub(crate) fn new(ttl_ms: u32, granted: Revision, owner: Option<String>) -> Lease {
         Lease {
             ttl_ms,
-            granted,
             checkpoint_remaining_ms: FULL_TTL,
+            granted,
             claims: SmallSet::new(),
             owner: owner.map(String::into_boxed_str),
             extras: None,
         }
     }
 
+    /// Its TTL.
+    pub(crate) fn ttl_ms(&self) -> u64 {
+        u64::from(self.ttl_ms)
+    }
+
     /// Remaining TTL at the last checkpoint; `None` means the full TTL.
     pub(crate) fn checkpoint_remaining_ms(&self) -> Option<u64> {
-        (self.checkpoint_remaining_ms != FULL_TTL).then_some(self.checkpoint_remaining_ms)
+        (self.checkpoint_remaining_ms != FULL_TTL)
+            .then_some(u64::from(self.checkpoint_remaining_ms))
     }
 
     /// Records a checkpoint's remaining TTL: below the TTL, or `None` for the full TTL (a
     /// reset), as the checkpoint command decides.
     pub(crate) fn set_checkpoint_remaining_ms(&mut self, remaining_ms: Option<u64>) {
+        // Below the TTL, so below `FULL_TTL` too.
         self.checkpoint_remaining_ms = remaining_ms
+            .and_then(|r| u32::try_from(r).ok())
             .filter(|r| *r < self.ttl_ms)
             .unwrap_or(FULL_TTL);
     }
@@ -365,7 +407,7 @@ mod tests {
 
     fn before(l: &Lease) -> Before {
         Before {
-            ttl_ms: l.ttl_ms,
+            ttl_ms: l.ttl_ms(),
             granted: l.granted,
             checkpoint_remaining_ms: l.checkpoint_remaining_ms(),
             keys: l.keys().clone(),
@@ -388,10 +430,16 @@ mod tests {
 
     #[test]
     fn a_claim_encodes_and_sorts_as_the_pair_it_replaced() {
+        // Names on both sides of the one-byte length, and owners that sort against them.
         let claims = [
             (ResourceId::lock("a"), "w"),
             (ResourceId::lock("a"), "w2"),
             (ResourceId::lock("ab"), ""),
+            (ResourceId::lock("a".repeat(254)), "w"),
+            (ResourceId::lock("a".repeat(255)), ""),
+            (ResourceId::lock("a".repeat(255)), "w"),
+            (ResourceId::lock("a".repeat(256)), ""),
+            (ResourceId::lock("b".repeat(300)), "a"),
             (ResourceId::semaphore("a"), "w"),
             (ResourceId::election("z"), ""),
         ];
@@ -423,9 +471,26 @@ mod tests {
     fn a_claim_is_one_pointer_and_a_lease_with_one_claim_keeps_it_in_place() {
         assert_eq!(std::mem::size_of::<ClaimRef>(), 16);
         assert_eq!(std::mem::size_of::<SmallSet<ClaimRef>>(), 24);
+        // Kind, one length byte, 11 bytes of name, one of owner: jemalloc's 16-byte class.
+        assert_eq!(
+            ClaimRef::new(&ResourceId::lock("held-123456"), "o").0.len(),
+            14
+        );
         // Names and owners with any UTF-8, empty ones, and a name that looks like a
         // header come back as they went in.
-        for (name, owner) in [("", ""), ("é", "ü"), ("\u{0}\u{5}", "x"), ("a", "")] {
+        let long = "n".repeat(254);
+        let longer = "n".repeat(255);
+        let longest = "\u{ff}".repeat(300);
+        for (name, owner) in [
+            ("", ""),
+            ("é", "ü"),
+            ("\u{0}\u{5}", "x"),
+            ("a", ""),
+            ("\u{ff}", "\u{ff}"),
+            (long.as_str(), "o"),
+            (longer.as_str(), "o"),
+            (longest.as_str(), ""),
+        ] {
             let resource = ResourceId::semaphore(name);
             let claim = ClaimRef::new(&resource, owner);
             assert_eq!(claim.resource(), resource);
@@ -450,6 +515,31 @@ mod tests {
             let back: Lease = bincode::DefaultOptions::new().deserialize(&bytes).unwrap();
             assert_eq!(back, lease);
             assert!(back.extras_are_tidy());
+        }
+    }
+
+    #[test]
+    fn a_lease_is_64_bytes_and_a_snapshot_with_a_ttl_it_cannot_hold_is_refused() {
+        assert_eq!(std::mem::size_of::<Lease>(), 64);
+        let mut lease = Lease::new(u32::MAX, Revision(3), None);
+        lease.set_checkpoint_remaining_ms(Some(u64::from(u32::MAX) - 1));
+        assert_eq!(
+            lease.checkpoint_remaining_ms(),
+            Some(u64::from(u32::MAX) - 1)
+        );
+        let back: Lease = bincode::DefaultOptions::new()
+            .deserialize(&encode(&lease))
+            .unwrap();
+        assert_eq!(back, lease);
+        let mut too_long = before(&lease);
+        too_long.ttl_ms = TTL_MS_MAX + 1;
+        let refused = bincode::DefaultOptions::new().deserialize::<Lease>(&encode(&too_long));
+        assert!(refused.is_err());
+        // A checkpoint at or beyond the TTL is a reset.
+        let mut lease = Lease::new(10_000, Revision(3), None);
+        for remaining in [10_000, u64::from(u32::MAX), u64::MAX] {
+            lease.set_checkpoint_remaining_ms(Some(remaining));
+            assert_eq!(lease.checkpoint_remaining_ms(), None);
         }
     }
 

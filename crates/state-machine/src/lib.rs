@@ -72,7 +72,7 @@ pub use error::Error;
 pub use event::{CancelReason, Event, EventFilter, EventKind, Leader, ReleaseReason};
 pub use ids::{Fence, LeaseId, Revision};
 pub use keyspace::KeyValue;
-pub use lease::{LeaseClockEntry, LeaseInfo};
+pub use lease::{LeaseClockEntry, LeaseInfo, TTL_MS_MAX};
 pub use limits::{Bounds, Limits};
 pub use machine::StateMachine;
 pub use outcome::{

@@ -177,7 +177,7 @@ impl StateMachine {
         let lease = self.leases.get(&id)?;
         Some(LeaseInfo {
             lease: id,
-            ttl_ms: lease.ttl_ms,
+            ttl_ms: lease.ttl_ms(),
             granted: lease.granted,
             checkpoint_remaining_ms: lease.checkpoint_remaining_ms(),
             keys: lease.keys().iter().cloned().collect(),
@@ -196,7 +196,7 @@ impl StateMachine {
             .iter()
             .map(|(id, l)| LeaseClockEntry {
                 lease: *id,
-                ttl_ms: l.ttl_ms,
+                ttl_ms: l.ttl_ms(),
                 checkpoint_remaining_ms: l.checkpoint_remaining_ms(),
             })
             .collect()
@@ -206,7 +206,7 @@ impl StateMachine {
     pub fn lease_clock_entry(&self, id: LeaseId) -> Option<LeaseClockEntry> {
         self.leases.get(&id).map(|l| LeaseClockEntry {
             lease: id,
-            ttl_ms: l.ttl_ms,
+            ttl_ms: l.ttl_ms(),
             checkpoint_remaining_ms: l.checkpoint_remaining_ms(),
         })
     }

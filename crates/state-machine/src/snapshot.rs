@@ -42,18 +42,25 @@ impl StateMachine {
     /// Serialises the whole state. In debug builds the bytes are restored and compared
     /// before they are returned (the pair assertion on the write side).
     pub fn snapshot(&self) -> Result<Vec<u8>, Error> {
-        let header = Header::of(self);
-        let mut bytes = codec()
-            .serialize(&header)
-            .map_err(|e| Error::Snapshot(format!("encode header: {e}")))?;
-        codec()
-            .serialize_into(&mut bytes, self)
-            .map_err(|e| Error::Snapshot(format!("encode state: {e}")))?;
+        let mut bytes = Vec::new();
+        self.snapshot_into(&mut bytes)?;
         if cfg!(debug_assertions) {
             let back = StateMachine::restore(&bytes)?;
             assert!(back == *self, "snapshot does not restore to the same state");
         }
         Ok(bytes)
+    }
+
+    /// Writes the bytes [`snapshot`](Self::snapshot) returns to `out` as it encodes them,
+    /// so that no copy of the whole encoding is held in memory (a node streams its
+    /// snapshots to a file: decision #122).
+    pub fn snapshot_into<W: std::io::Write>(&self, mut out: W) -> Result<(), Error> {
+        codec()
+            .serialize_into(&mut out, &Header::of(self))
+            .map_err(|e| Error::Snapshot(format!("encode header: {e}")))?;
+        codec()
+            .serialize_into(&mut out, self)
+            .map_err(|e| Error::Snapshot(format!("encode state: {e}")))
     }
 
     /// Rebuilds a state from [`snapshot`](Self::snapshot) bytes. Refuses another format

@@ -5,7 +5,7 @@
 //! - `BATON_TEST_CRASH_AFTER_APPLY=N`: right after entry N is applied in memory, before its
 //!   reply is returned and before any snapshot covers it;
 //! - `BATON_TEST_CRASH_BEFORE_SNAPSHOT_PERSIST=N`: on the Nth snapshot build, after encoding
-//!   and before the snapshot is written.
+//!   into its temporary file and before that file is made the current snapshot.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

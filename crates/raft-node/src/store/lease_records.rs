@@ -5,9 +5,9 @@
 //!
 //! A lease's *record* is the latest log entry that said something about its deadline: its
 //! grant, a checkpoint (`LeaseCheckpoint` with remaining < TTL) or a reset (a
-//! `LeaseCheckpoint` with remaining = TTL, committed by a keepalive). For each the node
-//! keeps the local time it applied it and the entry's term; it also keeps when it first
-//! applied an entry of each term. After a restart or a snapshot install, what the node
+//! `LeaseCheckpoint` with remaining = TTL, committed by a keepalive). For a checkpoint the
+//! node keeps the local time it applied it, for a grant or a reset the entry's term; it
+//! also keeps when it first applied an entry of each term. After a restart or a snapshot install, what the node
 //! replays counts from the moment it replayed it, and a lease whose record is inside the
 //! snapshot counts as recorded at the restart or install, in the snapshot's last term
 //! (both later than the truth: never early).
@@ -16,31 +16,44 @@
 //! Stops: with the store.
 
 use crate::tick::Tick;
+#[cfg(test)]
+use baton_state_machine::{Command, LeaseCheckpoint, LeaseGrant, Response};
 use baton_state_machine::{EventKind, LeaseId, PackedMap, StateMachine};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-/// One lease's latest record as this node applied it: 16 bytes (decision #114).
+/// One lease's latest record as this node applied it, in one word (decision #121): a
+/// promotion needs only the time a checkpoint was applied, or only the term of a grant or
+/// a reset, never both. So a checkpoint's record is when this node applied it (a [`Tick`],
+/// far below 2^63 nanoseconds), and a grant's or reset's is its entry's term with the
+/// [`TERM`] bit set. A record and a lease's state always agree on which came last (both
+/// follow the same entries); should they not, the promotion starts the lease at the
+/// latest deadline it can have, never earlier.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Record {
-    /// When this node applied it (its own monotonic clock).
-    applied_at: Tick,
-    /// The term of the entry that carried it.
-    pub(crate) term: u64,
-}
+struct Record(u64);
+
+/// The bit that marks a [`Record`] as a term.
+const TERM: u64 = 1 << 63;
 
 impl Record {
-    /// A record applied at `applied_at` in `term`.
-    pub(crate) fn new(applied_at: Instant, term: u64) -> Record {
-        Record {
-            applied_at: Tick::of(applied_at),
-            term,
-        }
+    /// A checkpoint applied at `at`.
+    fn checkpoint(at: Instant) -> Record {
+        Record(Tick::of(at).0 & !TERM)
     }
 
-    /// When this node applied it.
-    pub(crate) fn applied_at(&self) -> Instant {
-        self.applied_at.instant()
+    /// A grant or a reset carried by an entry of `term`.
+    fn reset(term: u64) -> Record {
+        Record(term | TERM)
+    }
+
+    /// When the checkpoint was applied, if it is one.
+    fn checkpointed_at(self) -> Option<Instant> {
+        (self.0 & TERM == 0).then(|| Tick(self.0).instant())
+    }
+
+    /// The term of the grant or reset, if it is one.
+    fn reset_term(self) -> Option<u64> {
+        (self.0 & TERM != 0).then_some(self.0 & !TERM)
     }
 }
 
@@ -48,12 +61,13 @@ impl Record {
 #[derive(Debug)]
 pub(crate) struct LeaseRecords {
     /// Packed: a hash table of 24-byte entries cost about 50 bytes per lease just past
-    /// a doubling (decision #115).
+    /// a doubling (decision #115); 16 bytes each since #121.
     leases: PackedMap<LeaseId, Record>,
     term_starts: BTreeMap<u64, Instant>,
-    /// The record of a lease this node has none for: its state came from a snapshot
-    /// loaded or installed at `applied_at`, whose last entry is of `term`.
-    fallback: Record,
+    /// For a lease this node has no record of (its state came from a snapshot): when the
+    /// snapshot was loaded or installed, and the term of its last entry.
+    loaded_at: Instant,
+    loaded_term: u64,
 }
 
 impl LeaseRecords {
@@ -63,7 +77,8 @@ impl LeaseRecords {
         LeaseRecords {
             leases: PackedMap::new(),
             term_starts: BTreeMap::new(),
-            fallback: Record::new(loaded_at, term),
+            loaded_at,
+            loaded_term: term,
         }
     }
 
@@ -79,8 +94,10 @@ impl LeaseRecords {
         }
     }
 
-    /// A checkpoint or reset of `leases` applied at `now` in `term`; leases the state no
-    /// longer has are skipped (the command changes nothing for them).
+    /// A `LeaseCheckpoint` of `leases` has just been applied to `sm` at `now`, in an entry
+    /// of `term`: each lease the state still has is recorded as checkpointed or reset, as
+    /// the state now says (the command resets a lease whose remaining time is not below
+    /// its TTL). Leases the state no longer has are skipped.
     pub(crate) fn checkpoint(
         &mut self,
         leases: impl IntoIterator<Item = LeaseId>,
@@ -89,19 +106,22 @@ impl LeaseRecords {
         now: Instant,
     ) {
         for lease in leases {
-            if sm.has_lease(lease) {
-                self.leases.insert(lease, Record::new(now, term));
+            if let Some(entry) = sm.lease_clock_entry(lease) {
+                let record = match entry.checkpoint_remaining_ms {
+                    Some(_) => Record::checkpoint(now),
+                    None => Record::reset(term),
+                };
+                self.leases.insert(lease, record);
             }
         }
     }
 
     /// Follows an applied event: a grant is a lease's first record; an expiry or revoke
     /// forgets it.
-    pub(crate) fn event(&mut self, kind: &EventKind, term: u64, now: Instant) {
+    pub(crate) fn event(&mut self, kind: &EventKind, term: u64) {
         match kind {
             EventKind::LeaseGranted { lease, .. } => {
-                let record = Record::new(now, term);
-                self.leases.insert(*lease, record);
+                self.leases.insert(*lease, Record::reset(term));
             }
             EventKind::LeaseRevoked { lease } | EventKind::LeaseExpired { lease } => {
                 self.leases.remove(lease);
@@ -110,10 +130,24 @@ impl LeaseRecords {
         }
     }
 
-    /// The lease's latest record as this node applied it, or the snapshot's if it
-    /// applied none since it loaded one.
-    pub(crate) fn get(&self, lease: LeaseId) -> Record {
-        self.leases.get(&lease).copied().unwrap_or(self.fallback)
+    /// When this node applied the lease's latest checkpoint, if a checkpoint is its latest
+    /// record (the snapshot's load if it applied none since). `None` if its latest record
+    /// is a grant or a reset.
+    pub(crate) fn checkpointed_at(&self, lease: LeaseId) -> Option<Instant> {
+        match self.leases.get(&lease) {
+            Some(record) => record.checkpointed_at(),
+            None => Some(self.loaded_at),
+        }
+    }
+
+    /// The term of the lease's latest grant or reset, if one of those is its latest
+    /// record (the snapshot's last term if it applied none since). `None` if its latest
+    /// record is a checkpoint.
+    pub(crate) fn reset_term(&self, lease: LeaseId) -> Option<u64> {
+        match self.leases.get(&lease) {
+            Some(record) => record.reset_term(),
+            None => Some(self.loaded_term),
+        }
     }
 
     /// When this node first applied an entry of a term later than `term`: every
@@ -152,21 +186,54 @@ mod tests {
     }
 
     #[test]
-    fn grants_and_checkpoints_are_recorded_and_ends_forgotten() {
-        let sm = StateMachine::default();
+    fn grants_checkpoints_and_resets_are_recorded_as_the_state_says_and_ends_forgotten() {
+        let mut sm = StateMachine::default();
         let loaded = Instant::now();
         let mut r = LeaseRecords::new(loaded, 1);
         let t0 = loaded + Duration::from_millis(7);
-        let lease = LeaseId(1);
-        r.event(&EventKind::LeaseGranted { lease, ttl_ms: 10 }, 2, t0);
-        let granted = Record::new(t0, 2);
-        assert_eq!(r.get(lease), granted);
-        // The state has no such lease: a checkpoint of it records nothing new.
-        r.checkpoint([lease, LeaseId(9)], &sm, 4, t0 + Duration::from_millis(1));
-        assert_eq!(r.get(lease), granted);
-        let from_the_snapshot = Record::new(loaded, 1);
-        assert_eq!(r.get(LeaseId(9)), from_the_snapshot);
-        r.event(&EventKind::LeaseExpired { lease }, 4, t0);
+        let granted = sm.apply_command(Command::LeaseGrant(LeaseGrant { ttl_ms: 10_000 }));
+        let Response::LeaseGranted { lease, .. } = granted.response else {
+            panic!("{granted:?}")
+        };
+        r.event(&granted.events[0].kind, 2);
+        assert_eq!(
+            (r.reset_term(lease), r.checkpointed_at(lease)),
+            (Some(2), None)
+        );
+        // A lease the state does not have: nothing recorded; it reads as the snapshot's.
+        let checkpoint = |sm: &mut StateMachine, remaining_ms| {
+            sm.apply_command(Command::LeaseCheckpoint(LeaseCheckpoint {
+                remaining_ms: vec![(lease, remaining_ms), (LeaseId(9), 5)],
+            }));
+        };
+        checkpoint(&mut sm, 4_000);
+        r.checkpoint([lease, LeaseId(9)], &sm, 3, t0);
+        assert_eq!(
+            (r.reset_term(lease), r.checkpointed_at(lease)),
+            (None, Some(t0))
+        );
+        assert_eq!(r.reset_term(LeaseId(9)), Some(1));
+        assert_eq!(r.checkpointed_at(LeaseId(9)), Some(loaded));
+        // A remaining time not below the TTL is a reset: its term is what counts.
+        checkpoint(&mut sm, 10_000);
+        r.checkpoint([lease], &sm, 4, t0 + Duration::from_millis(1));
+        assert_eq!(
+            (r.reset_term(lease), r.checkpointed_at(lease)),
+            (Some(4), None)
+        );
+        r.event(&EventKind::LeaseExpired { lease }, 4);
         assert_eq!(r.len(), 0);
+        assert_eq!(std::mem::size_of::<(LeaseId, Record)>(), 16);
+    }
+
+    #[test]
+    fn a_record_keeps_a_tick_or_a_term_apart() {
+        let at = Instant::now() + Duration::from_secs(3600);
+        assert_eq!(Record::checkpoint(at).checkpointed_at(), Some(at));
+        assert_eq!(Record::checkpoint(at).reset_term(), None);
+        for term in [0, 1, u64::MAX >> 1] {
+            assert_eq!(Record::reset(term).reset_term(), Some(term));
+            assert_eq!(Record::reset(term).checkpointed_at(), None);
+        }
     }
 }

@@ -15,6 +15,7 @@ mod lease_records;
 mod log_store;
 mod observers;
 mod sm_store;
+mod snapshot_files;
 
 pub use claim_waits::ClaimWait;
 #[cfg(feature = "unsafe-test-hooks")]
@@ -60,18 +61,20 @@ fn is_locked(e: &sled::Error) -> bool {
         || io.to_string().starts_with("could not acquire lock"))
 }
 
-/// Opens both stores on one database; a fresh state machine gets the default bounds.
-pub fn open(db: &sled::Db) -> Result<(LogStore, SmStore), NodeError> {
-    open_with(db, baton_state_machine::Bounds::default())
+/// Opens both stores on one database in `data_dir` (snapshot files go beside it); a fresh
+/// state machine gets the default bounds.
+pub fn open(db: &sled::Db, data_dir: &Path) -> Result<(LogStore, SmStore), NodeError> {
+    open_with(db, data_dir, baton_state_machine::Bounds::default())
 }
 
 /// Opens both stores; `bounds` shape a fresh state machine (a snapshot keeps its own).
 pub fn open_with(
     db: &sled::Db,
+    data_dir: &Path,
     bounds: baton_state_machine::Bounds,
 ) -> Result<(LogStore, SmStore), NodeError> {
     let log = LogStore::open(db.clone())?;
-    let sm = SmStore::open(db.clone(), bounds)?;
+    let sm = SmStore::open(db.clone(), data_dir, bounds)?;
     Ok((log, sm))
 }
 

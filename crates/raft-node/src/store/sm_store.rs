@@ -1,11 +1,12 @@
 //! `RaftStateMachine`: applies committed entries to the in-memory [`StateMachine`] and keeps
-//! snapshots in sled. Readers (the node's queries, watches, the lease clock) share the same
+//! snapshots in files, their metadata in sled (decision #122). Readers (the node's queries, watches, the lease clock) share the same
 //! state through [`SmShared`].
 
 use super::claim_waits::{ClaimWait, ClaimWaits};
 use super::crash::CrashHooks;
 use super::lease_records::LeaseRecords;
 use super::observers::{ApplyObserver, Observers, Observing, ProgressAlarm};
+use super::snapshot_files::{SnapshotFiles, Written};
 use crate::codec;
 use crate::error::NodeError;
 use crate::types::{
@@ -16,12 +17,16 @@ use crate::worker::clock_now;
 use baton_state_machine::{Command, Event, ResourceId, Revision, StateMachine};
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
-use std::io::Cursor;
+use std::io::{Cursor, Write};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tokio::sync::{broadcast, watch};
 
 const SNAPSHOT_META_KEY: &[u8] = b"meta";
+/// The current snapshot's file name (in the `snapshots` directory).
+const SNAPSHOT_FILE_KEY: &[u8] = b"file";
+/// The snapshot's bytes, where builds before decision #122 kept them: still read.
 const SNAPSHOT_DATA_KEY: &[u8] = b"data";
 /// Applied batches a slow subscriber may fall behind by before it must resync from the
 /// state machine's event window.
@@ -131,6 +136,7 @@ impl SmShared {
 pub struct SmStore {
     shared: Arc<SmShared>,
     snapshots: sled::Tree,
+    files: Arc<SnapshotFiles>,
     db: sled::Db,
     builds: Arc<AtomicU64>,
     crash: Arc<CrashHooks>,
@@ -139,27 +145,35 @@ pub struct SmStore {
 impl SmStore {
     pub(crate) fn open(
         db: sled::Db,
+        data_dir: &Path,
         bounds: baton_state_machine::Bounds,
     ) -> Result<SmStore, NodeError> {
         let snapshots = db
             .open_tree("snapshot")
             .map_err(|e| NodeError::Storage(e.to_string()))?;
-        let state =
-            match load_snapshot(&snapshots).map_err(|e| NodeError::Storage(e.to_string()))? {
-                Some((meta, data)) => SmState {
-                    machine: StateMachine::restore(&data)
-                        .map_err(|e| NodeError::Storage(format!("restore snapshot: {e}")))?,
-                    records: LeaseRecords::new(clock_now(), last_term(&meta)),
-                    last_applied: meta.last_log_id,
-                    membership: meta.last_membership,
-                },
-                None => SmState {
-                    machine: StateMachine::new(bounds),
-                    records: LeaseRecords::new(clock_now(), 0),
-                    last_applied: None,
-                    membership: StoredMembership::default(),
-                },
-            };
+        let files = SnapshotFiles::open(data_dir)
+            .map_err(|e| NodeError::Storage(format!("snapshot directory: {e}")))?;
+        let current = current_file(&snapshots).map_err(|e| NodeError::Storage(e.to_string()))?;
+        files
+            .remove_all_but(current.as_deref())
+            .map_err(|e| NodeError::Storage(format!("snapshot directory: {e}")))?;
+        let loaded =
+            load_snapshot(&snapshots, &files).map_err(|e| NodeError::Storage(e.to_string()))?;
+        let state = match loaded {
+            Some((meta, data)) => SmState {
+                machine: StateMachine::restore(&data)
+                    .map_err(|e| NodeError::Storage(format!("restore snapshot: {e}")))?,
+                records: LeaseRecords::new(clock_now(), last_term(&meta)),
+                last_applied: meta.last_log_id,
+                membership: meta.last_membership,
+            },
+            None => SmState {
+                machine: StateMachine::new(bounds),
+                records: LeaseRecords::new(clock_now(), 0),
+                last_applied: None,
+                membership: StoredMembership::default(),
+            },
+        };
         let progress = AppliedProgress {
             log_index: state.last_applied.map_or(0, |l| l.index),
             revision: state.machine.revision(),
@@ -176,6 +190,7 @@ impl SmStore {
         Ok(SmStore {
             shared,
             snapshots,
+            files: Arc::new(files),
             db,
             builds: Arc::new(AtomicU64::new(0)),
             crash: Arc::new(CrashHooks::from_env()),
@@ -187,41 +202,74 @@ impl SmStore {
         self.shared.clone()
     }
 
-    async fn persist_snapshot(&self, meta: &SnapshotMeta, data: &[u8]) -> Result<(), StorageError> {
+    /// Makes a written snapshot file the current snapshot: renames it into place, names
+    /// it in sled with `meta` (dropping a pre-#122 copy of the bytes there) and flushes,
+    /// then removes every other file.
+    async fn persist_snapshot(
+        &self,
+        meta: &SnapshotMeta,
+        written: &Written,
+    ) -> Result<(), StorageError> {
         let sig = Some(meta.signature());
         let meta_bytes =
             codec::encode(meta).map_err(|e| StorageIOError::write_snapshot(sig.clone(), &e))?;
+        self.files
+            .publish(written)
+            .map_err(|e| StorageIOError::write_snapshot(sig.clone(), &e))?;
         let mut batch = sled::Batch::default();
         batch.insert(SNAPSHOT_META_KEY, meta_bytes);
-        batch.insert(SNAPSHOT_DATA_KEY, data);
+        batch.insert(SNAPSHOT_FILE_KEY, written.name.as_bytes());
+        batch.remove(SNAPSHOT_DATA_KEY);
         self.snapshots
             .apply_batch(batch)
             .map_err(|e| StorageIOError::write_snapshot(sig.clone(), &e))?;
         self.db
             .flush_async()
             .await
+            .map_err(|e| StorageIOError::write_snapshot(sig.clone(), &e))?;
+        self.files
+            .remove_all_but(Some(&written.name))
             .map_err(|e| StorageIOError::write_snapshot(sig, &e))?;
         Ok(())
     }
 }
 
+/// The current snapshot's file name, if one is named.
+fn current_file(tree: &sled::Tree) -> Result<Option<String>, StorageIOError<NodeId>> {
+    let name = tree
+        .get(SNAPSHOT_FILE_KEY)
+        .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+    Ok(name.map(|n| String::from_utf8_lossy(&n).into_owned()))
+}
+
+/// The current snapshot's metadata and bytes, read from its file (or from sled, where a
+/// build before #122 left them).
 fn load_snapshot(
     tree: &sled::Tree,
+    files: &SnapshotFiles,
 ) -> Result<Option<(SnapshotMeta, Vec<u8>)>, StorageIOError<NodeId>> {
-    let meta = tree
+    let Some(meta) = tree
         .get(SNAPSHOT_META_KEY)
-        .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
-    let data = tree
-        .get(SNAPSHOT_DATA_KEY)
-        .map_err(|e| StorageIOError::read_snapshot(None, &e))?;
-    match (meta, data) {
-        (Some(meta), Some(data)) => {
-            let meta: SnapshotMeta =
-                codec::decode(&meta).map_err(|e| StorageIOError::read_snapshot(None, &e))?;
-            Ok(Some((meta, data.to_vec())))
-        }
-        _ => Ok(None),
-    }
+        .map_err(|e| StorageIOError::read_snapshot(None, &e))?
+    else {
+        return Ok(None);
+    };
+    let meta: SnapshotMeta =
+        codec::decode(&meta).map_err(|e| StorageIOError::read_snapshot(None, &e))?;
+    let sig = Some(meta.signature());
+    let data = match current_file(tree)? {
+        Some(name) => files
+            .read(&name)
+            .map_err(|e| StorageIOError::read_snapshot(sig, &e))?,
+        None => match tree
+            .get(SNAPSHOT_DATA_KEY)
+            .map_err(|e| StorageIOError::read_snapshot(sig, &e))?
+        {
+            Some(data) => data.to_vec(),
+            None => return Ok(None),
+        },
+    };
+    Ok(Some((meta, data)))
 }
 
 /// Builds snapshots from a consistent view: it encodes under the read lock, so apply
@@ -232,13 +280,12 @@ pub struct SnapshotBuilder {
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
-        let (meta, data) = {
-            let state = self.store.shared.read();
-            let data = state
-                .machine
-                .snapshot()
-                .map_err(|e| StorageIOError::write_snapshot(None, &e))?;
-            let build = self.store.builds.fetch_add(1, Ordering::Relaxed);
+        let store = self.store.clone();
+        // Encoded straight into its file under the read lock, on a blocking thread: no copy
+        // of the whole encoding in memory (decision #122). Synced after the lock is let go.
+        let built = tokio::task::spawn_blocking(move || {
+            let state = store.shared.read();
+            let build = store.builds.fetch_add(1, Ordering::Relaxed);
             let snapshot_id = match state.last_applied {
                 Some(l) => format!(
                     "{}-{}-{}-{build}",
@@ -251,14 +298,29 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
                 last_membership: state.membership.clone(),
                 snapshot_id,
             };
-            (meta, data)
-        };
-        self.store.crash.before_snapshot_persist();
-        self.store.persist_snapshot(&meta, &data).await?;
-        tracing::info!(snapshot = %meta.snapshot_id, bytes = data.len(), "snapshot built");
+            let name = SnapshotFiles::name_for(state.last_applied.map_or(0, |l| l.index));
+            let written = store.files.write(name, |out| {
+                state
+                    .machine
+                    .snapshot_into(out)
+                    .map_err(std::io::Error::other)
+            });
+            drop(state);
+            (store, meta, written)
+        })
+        .await;
+        let (store, meta, written) = built.map_err(|e| StorageIOError::write_snapshot(None, &e))?;
+        let written =
+            written.map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        store.crash.before_snapshot_persist();
+        store.persist_snapshot(&meta, &written).await?;
+        tracing::info!(snapshot = %meta.snapshot_id, bytes = written.bytes, "snapshot built");
+        // openraft 0.9.25 keeps only the metadata of a snapshot it asked for
+        // (`sm::worker::build_snapshot`); a follower that needs the bytes gets them from
+        // `get_current_snapshot`, which reads the file.
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(data)),
+            snapshot: Box::new(Cursor::new(Vec::new())),
         })
     }
 }
@@ -268,6 +330,7 @@ impl Clone for SmStore {
         SmStore {
             shared: self.shared.clone(),
             snapshots: self.snapshots.clone(),
+            files: self.files.clone(),
             db: self.db.clone(),
             builds: self.builds.clone(),
             crash: self.crash.clone(),
@@ -309,13 +372,17 @@ impl RaftStateMachine<TypeConfig> for SmStore {
                             .proposals
                             .into_iter()
                             .map(|p| {
-                                if let Command::LeaseCheckpoint(c) = &p.command {
-                                    let leases = c.remaining_ms.iter().map(|(l, _)| *l);
-                                    records.checkpoint(leases, machine, term, now);
-                                }
+                                let checkpointed = match &p.command {
+                                    Command::LeaseCheckpoint(c) => {
+                                        c.remaining_ms.iter().map(|(l, _)| *l).collect()
+                                    }
+                                    _ => Vec::new(),
+                                };
                                 let applied = machine.apply(p);
+                                // After the apply: the state says which were reset.
+                                records.checkpoint(checkpointed, machine, term, now);
                                 for e in &applied.events {
-                                    records.event(&e.kind, term, now);
+                                    records.event(&e.kind, term);
                                 }
                                 applied
                             })
@@ -370,7 +437,19 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         let machine = StateMachine::restore(&data)
             .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
         // Persist first: a crash after this point restarts from the new snapshot.
-        self.persist_snapshot(meta, &data).await?;
+        let sig = Some(meta.signature());
+        let name = SnapshotFiles::name_for(meta.last_log_id.map_or(0, |l| l.index));
+        let files = self.files.clone();
+        let written = tokio::task::spawn_blocking(move || {
+            let written = files.write(name, |out| out.write_all(&data));
+            (data, written)
+        })
+        .await
+        .map_err(|e| StorageIOError::write_snapshot(sig.clone(), &e))?;
+        let (data, written) = written;
+        let written = written.map_err(|e| StorageIOError::write_snapshot(sig, &e))?;
+        drop(data);
+        self.persist_snapshot(meta, &written).await?;
         let progress = {
             let mut state = self.shared.write();
             // Replace everything: nothing of the old state survives an install.
@@ -397,7 +476,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, StorageError> {
         Ok(
-            load_snapshot(&self.snapshots)?.map(|(meta, data)| Snapshot {
+            load_snapshot(&self.snapshots, &self.files)?.map(|(meta, data)| Snapshot {
                 meta,
                 snapshot: Box::new(Cursor::new(data)),
             }),

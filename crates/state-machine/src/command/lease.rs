@@ -5,7 +5,7 @@ use crate::claims::LeaseEnd;
 use crate::error::Error;
 use crate::event::EventKind;
 use crate::ids::LeaseId;
-use crate::lease::Lease;
+use crate::lease::{Lease, TTL_MS_MAX};
 use crate::limits::Limits;
 use crate::machine::{Ctx, StateMachine};
 use crate::outcome::{Rejection, Response};
@@ -54,12 +54,16 @@ impl LeaseGrant {
             }
             .into();
         }
+        let Ok(ttl_ms) = u32::try_from(self.ttl_ms) else {
+            return Rejection::InvalidArgument {
+                reason: format!("ttl_ms must be at most {TTL_MS_MAX}"),
+            }
+            .into();
+        };
         let lease = LeaseId(sm.next_lease_id);
         sm.next_lease_id += 1;
-        sm.leases.insert(
-            lease,
-            Lease::new(self.ttl_ms, ctx.revision, ctx.owner.clone()),
-        );
+        sm.leases
+            .insert(lease, Lease::new(ttl_ms, ctx.revision, ctx.owner.clone()));
         if let Some(owner) = &ctx.owner {
             sm.usage_mut(owner, |u| u.leases += 1);
         }
@@ -146,6 +150,26 @@ mod tests {
         assert_eq!(grant(&mut sm, 10_000), LeaseId(2));
         revoke(&mut sm, LeaseId(1));
         assert_eq!(grant(&mut sm, 10_000), LeaseId(3));
+    }
+
+    #[test]
+    fn a_grant_of_no_ttl_or_beyond_the_longest_is_refused_and_changes_nothing() {
+        let mut sm = StateMachine::default();
+        let before = sm.clone();
+        for ttl_ms in [0, TTL_MS_MAX + 1, u64::MAX] {
+            let applied = sm.apply_command(Command::LeaseGrant(LeaseGrant { ttl_ms }));
+            assert!(
+                matches!(
+                    applied.response,
+                    Response::Rejected(Rejection::InvalidArgument { .. })
+                ),
+                "{ttl_ms}: {:?}",
+                applied.response
+            );
+            assert_eq!(sm, before);
+        }
+        let lease = grant(&mut sm, TTL_MS_MAX);
+        assert_eq!(sm.lease(lease).unwrap().ttl_ms, TTL_MS_MAX);
     }
 
     #[test]

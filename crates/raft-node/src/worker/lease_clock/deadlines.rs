@@ -522,12 +522,17 @@ pub(crate) fn promote(
     let mut leases = Vec::new();
     for entry in sm.lease_clock() {
         let ttl = Duration::from_millis(entry.ttl_ms);
-        let record = records.get(entry.lease);
+        // A record of the other kind than the state's (which no log makes) counts as
+        // recorded now: the latest deadline the lease can have.
         let recorded = match entry.checkpoint_remaining_ms {
-            Some(r) if r < entry.ttl_ms => record.applied_at() + Duration::from_millis(r),
-            _ => records.next_term_start(record.term).unwrap_or(now) + ttl,
+            Some(r) if r < entry.ttl_ms => records
+                .checkpointed_at(entry.lease)
+                .map(|at| at + Duration::from_millis(r)),
+            _ => records
+                .reset_term(entry.lease)
+                .map(|term| records.next_term_start(term).unwrap_or(now) + ttl),
         };
-        let recorded = recorded.min(now + ttl);
+        let recorded = recorded.map_or(now + ttl, |at| at.min(now + ttl));
         let at = (recorded + Duration::from_millis(grace_ms)).min(now + ttl);
         let grace = at.saturating_duration_since(recorded);
         leases.push((entry.lease, d.deadline(at, entry.ttl_ms, grace)));
@@ -662,7 +667,6 @@ mod tests {
                         ttl_ms: 5_000,
                     },
                     2,
-                    t0,
                 );
             }
             granted.push(lease);
@@ -675,10 +679,10 @@ mod tests {
             (nearly_full, 4_900),
             (unrecorded, 300),
         ];
-        records.checkpoint([checkpointed, nearly_full], &sm, 2, t0 + ms(1_000));
         sm.apply_command(Command::LeaseCheckpoint(LeaseCheckpoint {
             remaining_ms: remaining,
         }));
+        records.checkpoint([checkpointed, nearly_full], &sm, 2, t0 + ms(1_000));
         // Entries of later terms: the first one of term 3 bounds term 2's keepalives.
         records.entry(3, t0 + ms(2_000));
         records.entry(4, t0 + ms(2_900));
@@ -705,6 +709,35 @@ mod tests {
         let chosen = d.checkpoint(now, 100);
         assert!(chosen.contains(&(checkpointed, 1_000)), "{chosen:?}");
         assert!(chosen.contains(&(fresh, 4_000)), "{chosen:?}");
+    }
+
+    #[test]
+    fn a_record_that_disagrees_with_the_state_starts_the_lease_at_its_latest_deadline() {
+        let mut sm = StateMachine::default();
+        let t0 = Instant::now();
+        let mut records = LeaseRecords::new(t0, 1);
+        records.entry(2, t0);
+        let lease = grant(&mut sm, 5_000);
+        let granted = EventKind::LeaseGranted {
+            lease,
+            ttl_ms: 5_000,
+        };
+        records.event(&granted, 2);
+        // The state says checkpointed with 300 ms left; the record still says granted.
+        sm.apply_command(Command::LeaseCheckpoint(LeaseCheckpoint {
+            remaining_ms: vec![(lease, 300)],
+        }));
+        let now = t0 + ms(3_000);
+        let mut d = Deadlines::default();
+        promote(&mut d, &sm, &records, now, 500);
+        assert_eq!(d.remaining_ms(lease, now), Some(5_000));
+        // The other way round: the record says checkpointed, the state reset.
+        records.checkpoint([lease], &sm, 2, t0);
+        sm.apply_command(Command::LeaseCheckpoint(LeaseCheckpoint {
+            remaining_ms: vec![(lease, 5_000)],
+        }));
+        promote(&mut d, &sm, &records, now, 500);
+        assert_eq!(d.remaining_ms(lease, now), Some(5_000));
     }
 
     #[test]
