@@ -24,6 +24,17 @@ const PURGED_KEY: &[u8] = b"\x00last_purged";
 /// Bytes of entries one replication read returns at most (at least one entry).
 pub(crate) const READ_BYTES_MAX: usize = 4 << 20;
 
+/// Entries removed per sled batch when the log is purged.
+const PURGE_BATCH_ENTRIES: usize = 4_096;
+
+/// The index an entry's key stands for (`None` for a key that is not an entry's).
+fn index_of(key: &[u8]) -> Option<u64> {
+    match key {
+        [ENTRY, index @ ..] => Some(u64::from_be_bytes(index.try_into().ok()?)),
+        _ => None,
+    }
+}
+
 fn entry_key(index: u64) -> [u8; 9] {
     let mut key = [ENTRY; 9];
     key[1..].copy_from_slice(&index.to_be_bytes());
@@ -304,13 +315,37 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        // The purge pointer and the removals go in one batch: never a hole without a pointer.
-        let mut batch = sled::Batch::default();
+        // Entry keys follow from their indexes, so the removals need no read of the entries
+        // themselves (a range scan read every purged entry's page back from disk: a node
+        // with 1 000 000 held locks rose by 240 MB for a purge of 27 000 entries, #122).
+        // Only the first entry still there is looked up.
+        let first = match self
+            .tree
+            .range(entry_key(0)..=entry_key(log_id.index))
+            .next()
+        {
+            Some(item) => {
+                let (key, _) = item.map_err(|e| StorageIOError::write_logs(&e))?;
+                index_of(&key)
+            }
+            None => None,
+        };
+        // The purge pointer goes in the first batch with the first removals: never a hole
+        // without a pointer. A crash between batches leaves entries at or below the
+        // pointer, which the next purge removes (it starts from the first one there).
         let pointer = codec::encode(&log_id).map_err(|e| StorageIOError::write_logs(&e))?;
+        let mut batch = sled::Batch::default();
         batch.insert(PURGED_KEY, pointer);
-        for item in self.tree.range(entry_key(0)..=entry_key(log_id.index)) {
-            let (key, _) = item.map_err(|e| StorageIOError::write_logs(&e))?;
-            batch.remove(key);
+        let mut in_batch = 0;
+        for index in first.into_iter().flat_map(|f| f..=log_id.index) {
+            batch.remove(&entry_key(index)[..]);
+            in_batch += 1;
+            if in_batch == PURGE_BATCH_ENTRIES {
+                self.tree
+                    .apply_batch(std::mem::take(&mut batch))
+                    .map_err(|e| StorageIOError::write_logs(&e))?;
+                in_batch = 0;
+            }
         }
         self.tree
             .apply_batch(batch)
