@@ -26,39 +26,51 @@ fn sled_stores_pass_openraft_storage_suite() {
     }
 }
 
+/// The log id of entry `index`, all of term 1 from node 1.
+fn log_id(index: u64) -> baton_raft_node::LogId {
+    baton_raft_node::LogId::new(openraft::CommittedLeaderId::new(1, 1), index)
+}
+
+/// Applies entries 1..=`n`, each granting one lease, and builds a snapshot of them.
+async fn grant_and_snapshot(sm: &mut SmStore, n: u64) {
+    use baton_raft_node::Batch;
+    use baton_state_machine::{Command, LeaseGrant, Proposal};
+    use openraft::storage::RaftStateMachine;
+    use openraft::{Entry, EntryPayload, RaftSnapshotBuilder};
+
+    let grant = Proposal::from(Command::LeaseGrant(LeaseGrant { ttl_ms: 5_000 }));
+    let entries: Vec<_> = (1..=n)
+        .map(|i| Entry::<TypeConfig> {
+            log_id: log_id(i),
+            payload: EntryPayload::Normal(Batch {
+                proposals: vec![grant.clone()],
+            }),
+        })
+        .collect();
+    sm.apply(entries).await.expect("apply the grants");
+    sm.get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .expect("build a snapshot");
+}
+
 /// What the suite does not cover: the stores survive closing and reopening the database
 /// (the vote, the committed pointer, and the state machine from its snapshot). Log entries
 /// are appended only by openraft (their flush callback cannot be built outside it); the
 /// cluster tests restart nodes with entries in their logs.
 #[test]
 fn sled_stores_reopen_with_vote_committed_pointer_and_snapshot() {
-    use baton_raft_node::{Batch, LogId, Vote};
-    use baton_state_machine::{Command, LeaseGrant, Proposal};
+    use baton_raft_node::Vote;
     use openraft::storage::{RaftLogStorage, RaftStateMachine};
-    use openraft::{CommittedLeaderId, Entry, EntryPayload, RaftSnapshotBuilder};
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let dir = TempDir::new().unwrap();
-    let log_id = |index| LogId::new(CommittedLeaderId::new(1, 1), index);
-    let grant = Proposal::from(Command::LeaseGrant(LeaseGrant { ttl_ms: 5_000 }));
     runtime.block_on(async {
         let db = store::open_db(dir.path(), 8 << 20).await.unwrap();
         let (mut log, mut sm) = store::open(&db, dir.path()).unwrap();
         log.save_vote(&Vote::new(1, 1)).await.unwrap();
-        let entries: Vec<_> = (1..=3)
-            .map(|i| Entry::<TypeConfig> {
-                log_id: log_id(i),
-                payload: EntryPayload::Normal(Batch {
-                    proposals: vec![grant.clone()],
-                }),
-            })
-            .collect();
-        sm.apply(entries).await.unwrap();
-        sm.get_snapshot_builder()
-            .await
-            .build_snapshot()
-            .await
-            .unwrap();
+        grant_and_snapshot(&mut sm, 3).await;
         log.save_committed(Some(log_id(3))).await.unwrap();
         drop((log, sm));
         db.flush().unwrap();
@@ -85,10 +97,8 @@ fn sled_stores_reopen_with_vote_committed_pointer_and_snapshot() {
 /// when the store opens.
 #[test]
 fn a_snapshot_an_older_build_kept_in_sled_is_read_then_moved_to_a_file() {
-    use baton_raft_node::{Batch, LogId};
-    use baton_state_machine::{Command, LeaseGrant, Proposal};
+    use openraft::RaftSnapshotBuilder;
     use openraft::storage::RaftStateMachine;
-    use openraft::{CommittedLeaderId, Entry, EntryPayload, RaftSnapshotBuilder};
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let dir = TempDir::new().unwrap();
@@ -101,25 +111,10 @@ fn a_snapshot_an_older_build_kept_in_sled_is_read_then_moved_to_a_file() {
         names.sort();
         names
     };
-    let log_id = |index| LogId::new(CommittedLeaderId::new(1, 1), index);
-    let grant = Proposal::from(Command::LeaseGrant(LeaseGrant { ttl_ms: 5_000 }));
     runtime.block_on(async {
         let db = store::open_db(dir.path(), 8 << 20).await.unwrap();
         let (_log, mut sm) = store::open(&db, dir.path()).unwrap();
-        let entries: Vec<_> = (1..=2)
-            .map(|i| Entry::<TypeConfig> {
-                log_id: log_id(i),
-                payload: EntryPayload::Normal(Batch {
-                    proposals: vec![grant.clone()],
-                }),
-            })
-            .collect();
-        sm.apply(entries).await.unwrap();
-        sm.get_snapshot_builder()
-            .await
-            .build_snapshot()
-            .await
-            .unwrap();
+        grant_and_snapshot(&mut sm, 2).await;
         assert_eq!(files(), vec!["snapshot-00000000000000000002.bin"]);
         // Make it what an older build wrote: the bytes in sled, no file.
         let tree = db.open_tree("snapshot").unwrap();
