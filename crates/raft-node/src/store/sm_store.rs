@@ -306,6 +306,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
                     .map_err(std::io::Error::other)
             });
             drop(state);
+            let written = written.and_then(|w| w.sync().map(|()| w));
             (store, meta, written)
         })
         .await;
@@ -441,7 +442,9 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         let name = SnapshotFiles::name_for(meta.last_log_id.map_or(0, |l| l.index));
         let files = self.files.clone();
         let written = tokio::task::spawn_blocking(move || {
-            let written = files.write(name, |out| out.write_all(&data));
+            let written = files
+                .write(name, |out| out.write_all(&data))
+                .and_then(|w| w.sync().map(|()| w));
             (data, written)
         })
         .await

@@ -3,8 +3,9 @@
 //! atomic rename; the state-machine store names the current file in sled beside the
 //! snapshot's metadata (decision #122).
 //!
-//! A file is written as `<name>.tmp`, synced, renamed to `<name>` and the directory synced
-//! before sled names it, so the file sled names is always whole. Files sled does not name
+//! A file is written as `<name>.N.tmp` (under the state's read lock, so without a sync),
+//! synced (after the lock is released), renamed to `<name>` and the directory synced before
+//! sled names it, so the file sled names is always whole. Files sled does not name
 //! (a crash between the rename and sled's flush, or a replaced snapshot) are removed once
 //! a newer one is named, and when the store opens.
 //!
@@ -26,14 +27,23 @@ pub(crate) struct SnapshotFiles {
     temps: AtomicU64,
 }
 
-/// A whole, synced snapshot file not yet renamed into place.
+/// A whole snapshot file not yet renamed into place.
 #[derive(Debug)]
 pub(crate) struct Written {
     temp: PathBuf,
+    file: File,
     /// The name it takes when published.
     pub(crate) name: String,
     /// Its length in bytes.
     pub(crate) bytes: u64,
+}
+
+impl Written {
+    /// Syncs the file's bytes to disk: before [`SnapshotFiles::publish`], and away from the
+    /// state's lock (a sync of a large snapshot takes a fraction of a second).
+    pub(crate) fn sync(&self) -> io::Result<()> {
+        self.file.sync_all()
+    }
 }
 
 impl SnapshotFiles {
@@ -54,8 +64,9 @@ impl SnapshotFiles {
         format!("snapshot-{index:020}.bin")
     }
 
-    /// Writes `name`'s bytes through `encode` into a temporary file and syncs it. An
-    /// encoder's own failure comes back as an `io::Error` of kind `Other`.
+    /// Writes `name`'s bytes through `encode` into a temporary file, not synced yet (see
+    /// [`Written::sync`]). An encoder's own failure comes back as an `io::Error` of kind
+    /// `Other`.
     pub(crate) fn write(
         &self,
         name: String,
@@ -67,10 +78,10 @@ impl SnapshotFiles {
             let mut out = BufWriter::with_capacity(WRITE_BUFFER_BYTES, File::create(&temp)?);
             encode(&mut out)?;
             let file = out.into_inner().map_err(|e| e.into_error())?;
-            file.sync_all()?;
             let bytes = file.metadata()?.len();
             Ok(Written {
                 temp: temp.clone(),
+                file,
                 name,
                 bytes,
             })
@@ -81,8 +92,8 @@ impl SnapshotFiles {
         written
     }
 
-    /// Renames a written file into place and syncs the directory, so that it survives a
-    /// crash under its name.
+    /// Renames a written and synced file into place and syncs the directory, so that it
+    /// survives a crash under its name.
     pub(crate) fn publish(&self, written: &Written) -> io::Result<()> {
         fs::rename(&written.temp, self.dir.join(&written.name))?;
         File::open(&self.dir)?.sync_all()
@@ -119,6 +130,7 @@ mod tests {
             .write(SnapshotFiles::name_for(7), |w| w.write_all(b"seven"))
             .unwrap();
         assert_eq!(first.bytes, 5);
+        first.sync().unwrap();
         files.publish(&first).unwrap();
         assert_eq!(files.read(&first.name).unwrap(), b"seven");
         // An encoder that fails leaves nothing behind.
@@ -139,6 +151,7 @@ mod tests {
         let second = files
             .write(SnapshotFiles::name_for(10), |w| w.write_all(b"ten"))
             .unwrap();
+        second.sync().unwrap();
         files.publish(&second).unwrap();
         files.remove_all_but(Some(&second.name)).unwrap();
         let left: Vec<_> = fs::read_dir(dir.path().join("snapshots"))
