@@ -1,6 +1,6 @@
 //! `RaftStateMachine`: applies committed entries to the in-memory [`StateMachine`] and keeps
-//! snapshots in files, their metadata in sled (decision #122). Readers (the node's queries, watches, the lease clock) share the same
-//! state through [`SmShared`].
+//! snapshots in files, their metadata in sled (decision #122). Readers (the node's queries,
+//! watches, the lease clock) share the same state through [`SmShared`].
 
 use super::claim_waits::{ClaimWait, ClaimWaits};
 use super::crash::CrashHooks;
