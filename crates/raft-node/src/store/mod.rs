@@ -43,7 +43,16 @@ pub async fn open_db(dir: &Path, cache_bytes: u64) -> Result<sled::Db, NodeError
             .cache_capacity(cache_bytes)
             .open()
         {
-            Ok(db) => return Ok(db),
+            Ok(db) => {
+                // sled syncs its files' contents, not their names: make the files a fresh
+                // database just created durable in its directory (and that directory in
+                // its parent) before anything written to them is reported durable.
+                sync_dir(dir)?;
+                if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    sync_dir(parent)?;
+                }
+                return Ok(db);
+            }
             Err(e) if is_locked(&e) && tokio::time::Instant::now() < deadline => {
                 tracing::info!(dir = %dir.display(), "data directory still locked; waiting");
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -51,6 +60,13 @@ pub async fn open_db(dir: &Path, cache_bytes: u64) -> Result<sled::Db, NodeError
             Err(e) => return Err(NodeError::Storage(format!("open {}: {e}", dir.display()))),
         }
     }
+}
+
+/// Makes the entries of directory `dir` durable (an `fsync` of the directory).
+fn sync_dir(dir: &Path) -> Result<(), NodeError> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| NodeError::Storage(format!("sync directory {}: {e}", dir.display())))
 }
 
 /// Whether opening failed because another owner holds the directory's lock. sled 0.34.7

@@ -50,7 +50,11 @@ impl SnapshotFiles {
     /// The snapshot directory under `data_dir`, created if missing.
     pub(crate) fn open(data_dir: &Path) -> io::Result<SnapshotFiles> {
         let dir = data_dir.join("snapshots");
-        fs::create_dir_all(&dir)?;
+        if !dir.is_dir() {
+            fs::create_dir_all(&dir)?;
+            // The new directory's name, durable before a file in it is named in sled.
+            File::open(data_dir)?.sync_all()?;
+        }
         Ok(SnapshotFiles {
             dir,
             temps: AtomicU64::new(0),

@@ -1,0 +1,141 @@
+//! An acknowledged write is on stable storage, not only in the kernel's page cache: every
+//! write a node answers was followed by an `fdatasync` (or `fsync`) of its log file, which
+//! flushes the device's write cache and the file's size. A process kill cannot tell the two
+//! apart (the page cache survives it), so the Jepsen harness cannot either; a power loss
+//! can. The test traces a real node's system calls with `strace` (installed by the
+//! project's `.ci/deps` when missing) while it answers sequential writes.
+
+mod common;
+
+use common::Cluster;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Sequential writes traced: each is answered only after its own flush.
+const WRITES: usize = 20;
+
+/// The `strace` binary, installed by `.ci/deps` if missing.
+fn strace() -> PathBuf {
+    let find = || {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|p| p.join("strace"))
+                .find(|p| p.is_file())
+        })
+    };
+    if let Some(path) = find() {
+        return path;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.ci/deps");
+    let status = Command::new("bash")
+        .arg(&script)
+        .status()
+        .expect("run .ci/deps");
+    assert!(status.success(), "{} failed: {status}", script.display());
+    find().expect("strace is on the PATH after .ci/deps")
+}
+
+/// `strace` attached to every thread of `pid`, writing the sync calls to `out`; stopped
+/// (it detaches) when dropped.
+struct Tracer(Child);
+
+impl Tracer {
+    fn attach(pid: u32, out: &Path) -> Tracer {
+        let child = Command::new(strace())
+            .args(["-f", "-qq", "-e", "trace=fdatasync,fsync,sync_file_range"])
+            .arg("-o")
+            .arg(out)
+            .args(["-p", &pid.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start strace");
+        // Attached once every thread of the node names a tracer.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !every_thread_traced(pid) {
+            assert!(Instant::now() < deadline, "strace did not attach to {pid}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Tracer(child)
+    }
+
+    /// Detaches (SIGINT, as at a terminal) and waits until the trace is written.
+    fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn every_thread_traced(pid: u32) -> bool {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    threads.flatten().all(|t| {
+        std::fs::read_to_string(t.path().join("status"))
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.starts_with("TracerPid:") && l.split_whitespace().nth(1) != Some("0"))
+    })
+}
+
+/// The descriptor of `pid` open on `file`.
+fn fd_of(pid: u32, file: &Path) -> String {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("list the node's descriptors")
+        .flatten()
+        .find(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == file))
+        .map(|fd| fd.file_name().to_string_lossy().into_owned())
+        .unwrap_or_else(|| panic!("the node has {} open", file.display()))
+}
+
+/// Sequential writes on one node: each answered write had its log file `fdatasync`ed,
+/// and no call of the trace is `sync_file_range` (which leaves data in the disk's cache).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answered_write_is_synced_to_the_disk_not_only_to_the_page_cache() {
+    let cluster = Cluster::single().await;
+    let node = cluster.node(1);
+    let pid = node.pid().expect("running");
+    let log_file = cluster
+        .data_dir()
+        .join("data/db")
+        .canonicalize()
+        .expect("the node's log file");
+    let fd = fd_of(pid, &log_file);
+    let trace = cluster.data_dir().join("sync.trace");
+    let tracer = Tracer::attach(pid, &trace);
+    for i in 0..WRITES {
+        let body = json!({"value": format!("value-{i}")});
+        let (status, answer) = cluster.put(1, &format!("/v1/kv/durable-{i}"), body).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    tracer.stop();
+    let calls = std::fs::read_to_string(&trace).expect("the trace");
+    let synced = calls
+        .lines()
+        .filter(|l| l.contains(&format!("fdatasync({fd})")) || l.contains(&format!("fsync({fd})")))
+        .filter(|l| l.trim_end().ends_with("= 0"))
+        .count();
+    let ranges: Vec<&str> = calls
+        .lines()
+        .filter(|l| l.contains("sync_file_range("))
+        .collect();
+    assert!(
+        ranges.is_empty(),
+        "sync_file_range leaves writes in the disk's cache: {ranges:?}"
+    );
+    assert!(
+        synced >= WRITES,
+        "{WRITES} answered writes but {synced} syncs of the log file (fd {fd}):\n{calls}"
+    );
+}
