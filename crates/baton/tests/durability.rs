@@ -5,6 +5,9 @@
 //! can. The test traces a real node's system calls with `strace` (installed by the
 //! project's `.ci/deps` when missing) while it answers sequential writes.
 
+// The counts are printed for `--nocapture` readers; the assertions are the test.
+#![allow(clippy::print_stderr)]
+
 mod common;
 
 use common::Cluster;
@@ -37,14 +40,15 @@ fn strace() -> PathBuf {
     find().expect("strace is on the PATH after .ci/deps")
 }
 
-/// `strace` attached to every thread of `pid`, writing the sync calls to `out`; stopped
-/// (it detaches) when dropped.
+/// `strace` attached to every thread of `pid`, writing each thread's sync calls to its own
+/// file `<out>.<tid>` (one file per thread, so no call is split into an "unfinished" and a
+/// "resumed" line by another thread's); stopped (it detaches) when dropped.
 struct Tracer(Child);
 
 impl Tracer {
     fn attach(pid: u32, out: &Path) -> Tracer {
         let child = Command::new(strace())
-            .args(["-f", "-qq", "-e", "trace=fdatasync,fsync,sync_file_range"])
+            .args(["-ff", "-qq", "-e", "trace=fdatasync,fsync,sync_file_range"])
             .arg("-o")
             .arg(out)
             .args(["-p", &pid.to_string()])
@@ -112,15 +116,20 @@ async fn every_answered_write_is_synced_to_the_disk_not_only_to_the_page_cache()
         .canonicalize()
         .expect("the node's log file");
     let fd = fd_of(pid, &log_file);
-    let trace = cluster.data_dir().join("sync.trace");
-    let tracer = Tracer::attach(pid, &trace);
+    let traces = cluster.data_dir().join("traces");
+    std::fs::create_dir(&traces).expect("a directory for the traces");
+    let tracer = Tracer::attach(pid, &traces.join("sync"));
     for i in 0..WRITES {
         let body = json!({"value": format!("value-{i}")});
         let (status, answer) = cluster.put(1, &format!("/v1/kv/durable-{i}"), body).await;
         assert_eq!(status, 200, "{answer}");
     }
     tracer.stop();
-    let calls = std::fs::read_to_string(&trace).expect("the trace");
+    let calls: String = std::fs::read_dir(&traces)
+        .expect("the traces")
+        .flatten()
+        .map(|f| std::fs::read_to_string(f.path()).expect("a thread's trace"))
+        .collect();
     let synced = calls
         .lines()
         .filter(|l| l.contains(&format!("fdatasync({fd})")) || l.contains(&format!("fsync({fd})")))
@@ -130,6 +139,10 @@ async fn every_answered_write_is_synced_to_the_disk_not_only_to_the_page_cache()
         .lines()
         .filter(|l| l.contains("sync_file_range("))
         .collect();
+    eprintln!(
+        "{WRITES} answered writes, {synced} syncs of the log file, {} sync_file_range calls",
+        ranges.len()
+    );
     assert!(
         ranges.is_empty(),
         "sync_file_range leaves writes in the disk's cache: {ranges:?}"
