@@ -21,23 +21,7 @@ const WRITES: usize = 20;
 
 /// The `strace` binary, installed by `.ci/deps` if missing.
 fn strace() -> PathBuf {
-    let find = || {
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|p| p.join("strace"))
-                .find(|p| p.is_file())
-        })
-    };
-    if let Some(path) = find() {
-        return path;
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.ci/deps");
-    let status = Command::new("bash")
-        .arg(&script)
-        .status()
-        .expect("run .ci/deps");
-    assert!(status.success(), "{} failed: {status}", script.display());
-    find().expect("strace is on the PATH after .ci/deps")
+    common::tool("strace", "deps")
 }
 
 /// `strace` attached to every thread of `pid`, writing each thread's sync calls to its own

@@ -22,23 +22,7 @@ type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// The `chromium` binary, installed by the project's `.ci/browser-deps` if missing.
 fn chromium() -> PathBuf {
-    let find = || {
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|p| p.join("chromium"))
-                .find(|p| p.is_file())
-        })
-    };
-    if let Some(path) = find() {
-        return path;
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.ci/browser-deps");
-    let status = Command::new("bash")
-        .arg(&script)
-        .status()
-        .expect("run .ci/browser-deps");
-    assert!(status.success(), "{} failed: {status}", script.display());
-    find().expect("chromium is on the PATH after .ci/browser-deps")
+    crate::common::tool("chromium", "browser-deps")
 }
 
 /// One headless browser with one page.

@@ -39,6 +39,30 @@ pub fn free_port() -> u16 {
     panic!("no free loopback port between {low} and {high}");
 }
 
+/// The path of `binary` on the PATH; when it is missing, the project's `.ci/<script>` (a
+/// Debian package installer) is run first.
+pub fn tool(binary: &str, script: &str) -> PathBuf {
+    let find = || {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|p| p.join(binary))
+                .find(|p| p.is_file())
+        })
+    };
+    if let Some(path) = find() {
+        return path;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../.ci")
+        .join(script);
+    let status = Command::new("bash")
+        .arg(&script)
+        .status()
+        .unwrap_or_else(|e| panic!("run {}: {e}", script.display()));
+    assert!(status.success(), "{} failed: {status}", script.display());
+    find().unwrap_or_else(|| panic!("{binary} is on the PATH after {}", script.display()))
+}
+
 pub struct Server {
     pub id: u64,
     pub api: String,
