@@ -188,7 +188,9 @@ impl PeerLink {
 
 impl Drop for PeerLink {
     /// A healthy connection goes to the idle ones for the next link to this peer; one
-    /// whose last call failed was already dropped.
+    /// whose last call failed was already dropped. (One whose call was abandoned midway
+    /// is found ended by the next link's `alive` check: hyper ends a connection whose
+    /// answer nobody awaits; see the test `a_link_dropped_during_a_call_leaves_...`.)
     fn drop(&mut self) {
         if let Some(open) = self.open.take()
             && !open.sender.is_closed()
@@ -253,6 +255,13 @@ mod tests {
 
     const SECOND: Duration = Duration::from_secs(1);
 
+    /// A peer's handler that answers with the caller's address: one per connection.
+    async fn who(
+        axum::extract::ConnectInfo(from): axum::extract::ConnectInfo<SocketAddr>,
+    ) -> String {
+        from.to_string()
+    }
+
     #[tokio::test]
     async fn a_link_sends_the_secret_and_survives_its_peer_restarting() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -297,14 +306,7 @@ mod tests {
     #[tokio::test]
     async fn a_new_link_takes_the_connection_a_dropped_one_left() {
         // The peer answers with the client's own address: one per connection.
-        let app = Router::new().route(
-            "/who",
-            post(
-                |axum::extract::ConnectInfo(from): axum::extract::ConnectInfo<SocketAddr>| async move {
-                    from.to_string()
-                },
-            ),
-        );
+        let app = Router::new().route("/who", post(who));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let server = tokio::spawn(async move {
@@ -327,6 +329,46 @@ mod tests {
         let (third, _) = who(PeerLink::new(client.clone(), addr.clone())).await;
         assert_ne!(second, third);
         drop(kept);
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn a_link_dropped_during_a_call_leaves_no_connection_behind() {
+        // `/who` answers with the client's address at once, `/slow` after 10 s.
+        let app = Router::new().route("/who", post(who)).route(
+            "/slow",
+            post(|| async {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                "late"
+            }),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let server = tokio::spawn(async move {
+            axum::serve(
+                listener,
+                app.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .await
+        });
+        let client = PeerClient::new(None, None).unwrap();
+        let mut link = PeerLink::new(client.clone(), addr.clone());
+        let first = link.call("/who", Vec::new(), SECOND).await.unwrap();
+        // The caller gives up on a slow call by dropping it (as a stopped replication task
+        // or a caller's deadline does), then the link.
+        let slow = link.call("/slow", Vec::new(), Duration::from_secs(60));
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), slow)
+                .await
+                .is_err()
+        );
+        drop(link);
+        // The next link answers at once, on a new connection: it did not get the one that
+        // still owes the slow answer (HTTP/1.1 would queue its call behind it). hyper ends
+        // a connection whose answer nobody awaits any more, and `alive` sees that.
+        let mut next = PeerLink::new(client, addr);
+        let second = next.call("/who", Vec::new(), SECOND).await.unwrap();
+        assert_ne!(first, second, "a new connection");
         server.abort();
     }
 
