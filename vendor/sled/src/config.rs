@@ -677,6 +677,9 @@ impl Config {
         f.write_all(&*bytes)?;
         io_fail!(self, "write_config crc");
         f.write_all(&crc_arr)?;
+        // PATCH (baton): the configuration is durable before anything written after it
+        // can be (baton syncs the directory that names it once the database is open).
+        f.sync_all()?;
         io_fail!(self, "write_config post");
         Ok(())
     }
