@@ -255,6 +255,20 @@ mod tests {
 
     const SECOND: Duration = Duration::from_secs(1);
 
+    /// Serves `app` on a free loopback port, telling handlers the caller's address.
+    async fn serve_with_addresses(app: Router) -> (String, JoinHandle<std::io::Result<()>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let server = tokio::spawn(async move {
+            axum::serve(
+                listener,
+                app.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .await
+        });
+        (addr, server)
+    }
+
     /// A peer's handler that answers with the caller's address: one per connection.
     async fn who(
         axum::extract::ConnectInfo(from): axum::extract::ConnectInfo<SocketAddr>,
@@ -307,15 +321,7 @@ mod tests {
     async fn a_new_link_takes_the_connection_a_dropped_one_left() {
         // The peer answers with the client's own address: one per connection.
         let app = Router::new().route("/who", post(who));
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let server = tokio::spawn(async move {
-            axum::serve(
-                listener,
-                app.into_make_service_with_connect_info::<SocketAddr>(),
-            )
-            .await
-        });
+        let (addr, server) = serve_with_addresses(app).await;
         let client = PeerClient::new(None, None).unwrap();
         let who = |mut link: PeerLink| async move {
             let from = link.call("/who", Vec::new(), SECOND).await.unwrap();
@@ -342,15 +348,7 @@ mod tests {
                 "late"
             }),
         );
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let server = tokio::spawn(async move {
-            axum::serve(
-                listener,
-                app.into_make_service_with_connect_info::<SocketAddr>(),
-            )
-            .await
-        });
+        let (addr, server) = serve_with_addresses(app).await;
         let client = PeerClient::new(None, None).unwrap();
         let mut link = PeerLink::new(client.clone(), addr.clone());
         let first = link.call("/who", Vec::new(), SECOND).await.unwrap();
