@@ -114,9 +114,10 @@ async fn every_answered_write_is_synced_to_the_disk_not_only_to_the_page_cache()
         .flatten()
         .map(|f| std::fs::read_to_string(f.path()).expect("a thread's trace"))
         .collect();
+    let (fdatasync, fsync) = (format!("fdatasync({fd})"), format!("fsync({fd})"));
     let synced = calls
         .lines()
-        .filter(|l| l.contains(&format!("fdatasync({fd})")) || l.contains(&format!("fsync({fd})")))
+        .filter(|l| l.contains(&fdatasync) || l.contains(&fsync))
         .filter(|l| l.trim_end().ends_with("= 0"))
         .count();
     let ranges: Vec<&str> = calls

@@ -323,16 +323,16 @@ mod tests {
         let app = Router::new().route("/who", post(who));
         let (addr, server) = serve_with_addresses(app).await;
         let client = PeerClient::new(None, None).unwrap();
-        let who = |mut link: PeerLink| async move {
+        let ask = |mut link: PeerLink| async move {
             let from = link.call("/who", Vec::new(), SECOND).await.unwrap();
             (String::from_utf8(from.to_vec()).unwrap(), link)
         };
-        let (first, link) = who(PeerLink::new(client.clone(), addr.clone())).await;
+        let (first, link) = ask(PeerLink::new(client.clone(), addr.clone())).await;
         drop(link);
-        let (second, kept) = who(PeerLink::new(client.clone(), addr.clone())).await;
+        let (second, kept) = ask(PeerLink::new(client.clone(), addr.clone())).await;
         assert_eq!(first, second, "the dropped link's connection is used again");
         // Two links alive at once need two connections.
-        let (third, _) = who(PeerLink::new(client.clone(), addr.clone())).await;
+        let (third, _) = ask(PeerLink::new(client.clone(), addr.clone())).await;
         assert_ne!(second, third);
         drop(kept);
         server.abort();

@@ -47,9 +47,14 @@ pub async fn open_db(dir: &Path, cache_bytes: u64) -> Result<sled::Db, NodeError
                 // sled syncs its files' contents, not their names: make the files a fresh
                 // database just created durable in its directory (and that directory in
                 // its parent) before anything written to them is reported durable.
-                sync_dir(dir)?;
+                let synced = |dir: &Path| {
+                    sync_dir(dir).map_err(|e| {
+                        NodeError::Storage(format!("sync directory {}: {e}", dir.display()))
+                    })
+                };
+                synced(dir)?;
                 if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                    sync_dir(parent)?;
+                    synced(parent)?;
                 }
                 return Ok(db);
             }
@@ -62,11 +67,10 @@ pub async fn open_db(dir: &Path, cache_bytes: u64) -> Result<sled::Db, NodeError
     }
 }
 
-/// Makes the entries of directory `dir` durable (an `fsync` of the directory).
-fn sync_dir(dir: &Path) -> Result<(), NodeError> {
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| NodeError::Storage(format!("sync directory {}: {e}", dir.display())))
+/// Makes the entries of directory `dir` (names created, renamed or removed in it) durable:
+/// an `fsync` of the directory.
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// Whether opening failed because another owner holds the directory's lock. sled 0.34.7

@@ -53,7 +53,7 @@ impl SnapshotFiles {
         if !dir.is_dir() {
             fs::create_dir_all(&dir)?;
             // The new directory's name, durable before a file in it is named in sled.
-            File::open(data_dir)?.sync_all()?;
+            super::sync_dir(data_dir)?;
         }
         Ok(SnapshotFiles {
             dir,
@@ -100,7 +100,7 @@ impl SnapshotFiles {
     /// survives a crash under its name.
     pub(crate) fn publish(&self, written: &Written) -> io::Result<()> {
         fs::rename(&written.temp, self.dir.join(&written.name))?;
-        File::open(&self.dir)?.sync_all()
+        super::sync_dir(&self.dir)
     }
 
     /// The bytes of the file `name`.
