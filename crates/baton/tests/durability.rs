@@ -137,3 +137,67 @@ async fn every_answered_write_is_synced_to_the_disk_not_only_to_the_page_cache()
         "{WRITES} answered writes but {synced} syncs of the log file (fd {fd}):\n{calls}"
     );
 }
+
+/// Values of this size fill a 512 KiB log segment in about a hundred writes.
+const LARGE_VALUE: usize = 4_096;
+
+/// Writes that fill more than two log segments.
+const SEGMENT_WRITES: usize = 300;
+
+/// The log segment size sled records in the data directory's `conf` file (text lines,
+/// then a binary checksum).
+fn segment_size(data: &Path) -> u64 {
+    let conf = std::fs::read(data.join("conf")).expect("sled's conf file");
+    let conf = String::from_utf8_lossy(&conf);
+    conf.lines()
+        .find_map(|l| l.strip_prefix("segment_size: "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no segment size in {conf}"))
+}
+
+/// The log file is allocated a whole segment at a time, so an answered write lands inside
+/// the file instead of growing it (growing it made every sync also commit the file
+/// system's journal). The allocated rest of a segment reads as zeros, which sled takes as
+/// the end of its log: a node killed with that tail recovers every answered write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_grows_a_segment_at_a_time_and_a_crash_recovers_from_its_zeroed_tail() {
+    let mut cluster = Cluster::single().await;
+    let data = cluster.data_dir().join("data");
+    let segment = segment_size(&data);
+    let value = "v".repeat(LARGE_VALUE);
+    for i in 0..SEGMENT_WRITES {
+        let body = json!({"value": format!("{i}:{value}")});
+        let (status, answer) = cluster.put(1, &format!("/v1/kv/large-{i}"), body).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    let size = std::fs::metadata(data.join("db"))
+        .expect("the log file")
+        .len();
+    eprintln!("log file {size} bytes after {SEGMENT_WRITES} writes, segments of {segment}");
+    assert!(
+        size >= 2 * segment,
+        "{SEGMENT_WRITES} writes of {LARGE_VALUE} bytes should fill two segments: {size} bytes"
+    );
+    assert_eq!(
+        size % segment,
+        0,
+        "the log file ends inside a segment ({size} bytes, segments of {segment}): \
+         writes grow the file instead of landing in allocated space"
+    );
+
+    cluster.restart(1);
+    cluster.wait_ready().await;
+    for i in 0..SEGMENT_WRITES {
+        let (status, answer) = cluster
+            .get(1, &format!("/v1/kv/large-{i}"))
+            .await
+            .expect("read after the crash");
+        assert_eq!(status, 200, "write {i} lost by the crash: {answer}");
+        let expected = format!("{i}:{value}");
+        assert_eq!(answer["value"].as_str(), Some(expected.as_str()), "write {i}");
+    }
+    let (status, answer) = cluster
+        .put(1, "/v1/kv/after-the-crash", json!({"value": "written"}))
+        .await;
+    assert_eq!(status, 200, "a write after recovery: {answer}");
+}

@@ -318,6 +318,9 @@ pub(crate) struct IoBufs {
     pub submission_mutex: Mutex<()>,
     #[cfg(feature = "io_uring")]
     pub io_uring: rio::Rio,
+    // PATCH (baton): the base of the segment most recently preallocated
+    // (`u64::MAX` for none), see `preallocate_segment`.
+    preallocated_segment: AtomicU64,
 }
 
 impl Drop for IoBufs {
@@ -421,7 +424,49 @@ impl IoBufs {
             submission_mutex: Mutex::new(()),
             #[cfg(feature = "io_uring")]
             io_uring: rio::new()?,
+            preallocated_segment: AtomicU64::new(u64::MAX),
         })
+    }
+
+    // PATCH (baton): allocate the whole segment a buffer is about to be
+    // written into, once per segment, before the write. sled fills a segment
+    // with small appends; each one grew the file, so each `fdatasync` after it
+    // also had to commit the file system's journal for the new size and
+    // blocks. With the segment's blocks allocated (and the file's size at its
+    // end) a write inside it changes no size, and the sync after it is mostly
+    // the data and the device flush. The space reads as zeros, which sled
+    // takes as `MessageKind::Corrupted`, the end of the log: the same state
+    // recovery leaves behind when it zeroes the rest of the tip segment.
+    // Only an optimisation: any failure (e.g. a file system without
+    // `fallocate`) leaves the write to grow the file as before.
+    fn preallocate_segment(&self, log_offset: LogOffset) {
+        let segment_size = self.config.segment_size as LogOffset;
+        let base = log_offset / segment_size * segment_size;
+        if self.preallocated_segment.swap(base, std::sync::atomic::Ordering::Relaxed) == base {
+            return;
+        }
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::io::AsRawFd;
+            let (offset, len) = match (
+                libc::off_t::try_from(base),
+                libc::off_t::try_from(segment_size),
+            ) {
+                (Ok(offset), Ok(len)) => (offset, len),
+                _ => return,
+            };
+            #[allow(unsafe_code)]
+            let ret = unsafe {
+                libc::fallocate(self.config.file.as_raw_fd(), 0, offset, len)
+            };
+            if ret != 0 {
+                debug!(
+                    "could not preallocate the segment at {}: {}",
+                    base,
+                    std::io::Error::last_os_error()
+                );
+            }
+        }
     }
 
     pub(in crate::pagecache) fn sa_mark_link(
@@ -727,6 +772,9 @@ impl IoBufs {
         #[cfg(not(feature = "io_uring"))]
         {
             let f = &self.config.file;
+            if !self.config.temporary {
+                self.preallocate_segment(log_offset);
+            }
             pwrite_all(f, data, log_offset)?;
             if !self.config.temporary {
                 // PATCH (baton): `fdatasync`, not `sync_file_range`. sync_file_range
