@@ -156,8 +156,8 @@ fn segment_size(data: &Path) -> u64 {
 }
 
 /// The log file is allocated a whole segment at a time, so an answered write lands inside
-/// the file instead of growing it (growing it made every sync also commit the file
-/// system's journal). The allocated rest of a segment reads as zeros, which sled takes as
+/// the file instead of growing it (growing it made every sync also write the file's new
+/// size). The allocated rest of a segment reads as zeros, which sled takes as
 /// the end of its log: a node killed with that tail recovers every answered write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_log_grows_a_segment_at_a_time_and_a_crash_recovers_from_its_zeroed_tail() {

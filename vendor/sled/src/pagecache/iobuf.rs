@@ -431,10 +431,11 @@ impl IoBufs {
     // PATCH (baton): allocate the whole segment a buffer is about to be
     // written into, once per segment, before the write. sled fills a segment
     // with small appends; each one grew the file, so each `fdatasync` after it
-    // also had to commit the file system's journal for the new size and
-    // blocks. With the segment's blocks allocated (and the file's size at its
-    // end) a write inside it changes no size, and the sync after it is mostly
-    // the data and the device flush. The space reads as zeros, which sled
+    // also had to make the new size durable (a journal commit, or without a
+    // journal a second synchronous write of the inode). With the segment's
+    // blocks allocated (and the file's size at its end) a write inside it
+    // changes no size, and the sync after it is mostly the data and the device
+    // flush. The space reads as zeros, which sled
     // takes as `MessageKind::Corrupted`, the end of the log: the same state
     // recovery leaves behind when it zeroes the rest of the tip segment.
     // Only an optimisation: any failure (e.g. a file system without
