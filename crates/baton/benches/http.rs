@@ -21,8 +21,11 @@
 //! etcd is `etcd` on the PATH (Debian `etcd-server`); without it, baton runs alone. Each
 //! row prints throughput, p50/p99 latency and the servers' CPU time per operation (user +
 //! system, all three processes, from `/proc/<pid>/stat`), and with both systems the ratios
-//! baton / etcd of throughput and of CPU per operation. The idle CPU of each cluster is
-//! measured first, over the same window.
+//! baton / etcd of throughput and of CPU per operation. Both clusters run through a whole
+//! run and each row is measured on one and then the other (which goes first alternates),
+//! so a ratio compares windows taken back to back; the table's ratios are the medians of
+//! the runs' own ratios. The idle CPU of each cluster is measured first, over the same
+//! window.
 
 #![allow(
     clippy::print_stdout,
@@ -845,23 +848,42 @@ fn main() {
     runtime.block_on(async {
         let http = reqwest::Client::new();
         for run in 0..o.runs {
-            for (s, system) in o.systems.iter().enumerate() {
-                let cluster = match system {
+            // Every system's cluster runs for the whole run, so that each row is measured
+            // on each system back to back: this machine's speed drifts by more than the
+            // differences measured over the minutes a run of every row takes.
+            let mut clusters = Vec::new();
+            for system in &o.systems {
+                clusters.push(match system {
                     System::Baton => start_baton(&http, 3).await,
                     System::Etcd => start_etcd(&http).await,
-                };
-                // Idle: settle, then the same window with no client.
-                tokio::time::sleep(Duration::from_secs(2)).await;
+                });
+            }
+            // Idle: settle, then the same window with no client (the other cluster idles
+            // too).
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            for (s, cluster) in clusters.iter().enumerate() {
                 let before = cluster.cpu();
                 tokio::time::sleep(o.window).await;
                 let idle_share = (cluster.cpu() - before) / o.window.as_secs_f64();
-                println!("run {run} {system:?} idle: {:.2} % of one core", idle_share * 100.0);
+                println!(
+                    "run {run} {:?} idle: {:.2} % of one core",
+                    cluster.system,
+                    idle_share * 100.0
+                );
                 idle.entry(s).or_default().push(idle_share);
-                for row in &rows {
-                    let m = measure(&cluster, row, o.window).await;
+            }
+            for (r, row) in rows.iter().enumerate() {
+                // Which system goes first alternates between rows and between runs.
+                let mut order: Vec<usize> = (0..clusters.len()).collect();
+                if (run + r) % 2 == 1 {
+                    order.reverse();
+                }
+                for s in order {
+                    let cluster = &clusters[s];
+                    let m = measure(cluster, row, o.window).await;
                     println!(
-                        "run {run} {system:?} {}: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, CPU {:.3} ms/op",
-                        row.label, m.per_sec, m.p50_ms, m.p99_ms, m.cpu_ms_per_op
+                        "run {run} {:?} {}: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, CPU {:.3} ms/op",
+                        cluster.system, row.label, m.per_sec, m.p50_ms, m.p99_ms, m.cpu_ms_per_op
                     );
                     results.entry((s, row.label)).or_default().push(m);
                 }
@@ -869,7 +891,7 @@ fn main() {
         }
     });
     println!(
-        "\nmedians of {} run(s), {} s windows",
+        "\nmedians of {} run(s), {} s windows (ratios: medians of each run's ratio)",
         o.runs,
         o.window.as_secs_f64()
     );
@@ -890,7 +912,6 @@ fn main() {
     );
     for row in &rows {
         let mut cells = Vec::new();
-        let (mut rates, mut cpus) = (Vec::new(), Vec::new());
         for s in 0..o.systems.len() {
             let runs = &results[&(s, row.label)];
             let rate = median(runs.iter().map(|m| m.per_sec).collect());
@@ -898,19 +919,25 @@ fn main() {
             let p99 = median(runs.iter().map(|m| m.p99_ms).collect());
             let cpu = median(runs.iter().map(|m| m.cpu_ms_per_op).collect());
             cells.push(format!("{rate:.0} ({p50:.2}, {p99:.2}; {cpu:.3})"));
-            rates.push(rate);
-            cpus.push(cpu);
         }
-        let ratio = |v: &[f64]| match v {
-            [baton, etcd] => format!("{:.2}", baton / etcd),
+        // The ratios are medians of each run's own ratio (its two windows were taken back
+        // to back), not ratios of the medians above.
+        let ratio = |of: fn(&Measured) -> f64| match (
+            results.get(&(0, row.label)),
+            results.get(&(1, row.label)),
+        ) {
+            (Some(baton), Some(etcd)) => format!(
+                "{:.2}",
+                median(baton.iter().zip(etcd).map(|(b, e)| of(b) / of(e)).collect())
+            ),
             _ => "-".into(),
         };
         println!(
             "| {} | {} | {} | {} |",
             row.label,
             cells.join(" | "),
-            ratio(&rates),
-            ratio(&cpus)
+            ratio(|m| m.per_sec),
+            ratio(|m| m.cpu_ms_per_op)
         );
     }
 }

@@ -194,7 +194,11 @@ async fn the_log_grows_a_segment_at_a_time_and_a_crash_recovers_from_its_zeroed_
             .expect("read after the crash");
         assert_eq!(status, 200, "write {i} lost by the crash: {answer}");
         let expected = format!("{i}:{value}");
-        assert_eq!(answer["value"].as_str(), Some(expected.as_str()), "write {i}");
+        assert_eq!(
+            answer["value"].as_str(),
+            Some(expected.as_str()),
+            "write {i}"
+        );
     }
     let (status, answer) = cluster
         .put(1, "/v1/kv/after-the-crash", json!({"value": "written"}))

@@ -40,6 +40,9 @@ const QUEUE_LEN_MAX: usize = 16_384;
 /// How long shutdown waits for tasks and open peer connections.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
+/// The query parameter of a forwarded proposal that names the forwarding node.
+pub(crate) const FORWARDED_FROM: &str = "from";
+
 /// A member of the cluster. Cheap to clone.
 #[derive(Clone)]
 pub struct Node {
@@ -359,13 +362,23 @@ impl Node {
 
     /// A proposal a follower forwarded: checked exactly as one from the API (limits, and
     /// never a command only the leader's clock may issue), then proposed here. Once it is
-    /// applied, a heartbeat tells the followers the new commit index at once (it would
-    /// otherwise wait for the next entries or 2 ms, decision #108), so the follower that
-    /// forwarded it can apply it and answer without that wait.
-    pub(crate) async fn propose_forwarded(&self, proposal: Proposal) -> Result<Applied, NodeError> {
+    /// applied, a heartbeat tells the follower that forwarded it (`from`; every follower
+    /// when a node of an older version did not say) the new commit index at once (it
+    /// would otherwise wait for the next entries or 2 ms, decision #108), so it can apply
+    /// the write and answer without that wait (decisions #111, #127).
+    pub(crate) async fn propose_forwarded(
+        &self,
+        proposal: Proposal,
+        from: Option<NodeId>,
+    ) -> Result<Applied, NodeError> {
         proposal.validate_from_outside(&self.inner.config.limits)?;
         let applied = self.propose_here(proposal).await?;
-        if self.inner.raft.trigger().heartbeat().await.is_err() {
+        let trigger = self.inner.raft.trigger();
+        let sent = match from {
+            Some(follower) => trigger.heartbeat_to(follower).await,
+            None => trigger.heartbeat().await,
+        };
+        if sent.is_err() {
             tracing::debug!("no heartbeat after a forwarded write: raft has stopped");
         }
         Ok(applied)
@@ -713,7 +726,8 @@ impl Node {
                     }
                     Some((_, addr)) => {
                         self.inner.stats.forwarded(route.path());
-                        self.forward(&addr.peer, route.path(), &request).await
+                        let path = route.forward_path(self.id());
+                        self.forward(&addr.peer, &path, &request).await
                     }
                     None => Err(NodeError::NoLeader),
                 }
@@ -825,6 +839,16 @@ impl Route {
             | Route::Remaining
             | Route::RemainingMany
             | Route::Status => NodeError::Unavailable(message),
+        }
+    }
+
+    /// The path a forwarded request is sent to. A proposal names the node that forwards
+    /// it (`?from=`), so the leader's heartbeat after it goes to that node only; a leader
+    /// of an older version ignores the query.
+    fn forward_path(self, from: NodeId) -> std::borrow::Cow<'static, str> {
+        match self {
+            Route::Propose => format!("{}?{FORWARDED_FROM}={from}", self.path()).into(),
+            _ => self.path().into(),
         }
     }
 

@@ -13,7 +13,7 @@ use crate::node::Node;
 use crate::types::{NodeAddr, NodeId};
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, RawQuery, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -152,11 +152,26 @@ async fn snapshot(State(node): State<Node>, body: Bytes) -> Response {
     .await
 }
 
-async fn propose(State(node): State<Node>, body: Bytes) -> Response {
+/// A forwarded proposal; `?from=<id>` names the follower that forwarded it (absent from
+/// older versions, and ignored if it is not a node id).
+async fn propose(State(node): State<Node>, RawQuery(query): RawQuery, body: Bytes) -> Response {
+    let from = query.as_deref().and_then(forwarded_from);
     serve(body, |p: Proposal| async move {
-        node.propose_forwarded(p).await.map_err(PeerFailure::from)
+        node.propose_forwarded(p, from)
+            .await
+            .map_err(PeerFailure::from)
     })
     .await
+}
+
+/// The node id in a forwarded proposal's query string.
+fn forwarded_from(query: &str) -> Option<NodeId> {
+    query.split('&').find_map(|pair| {
+        let (name, value) = pair.split_once('=')?;
+        (name == crate::node::FORWARDED_FROM)
+            .then(|| value.parse().ok())
+            .flatten()
+    })
 }
 
 async fn identity(State(node): State<Node>, body: Bytes) -> Response {
@@ -209,4 +224,18 @@ async fn leader_status(State(node): State<Node>, body: Bytes) -> Response {
         node.leader_status_here().map_err(PeerFailure::from)
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::forwarded_from;
+
+    #[test]
+    fn a_forwarded_proposal_names_its_follower_in_the_query() {
+        assert_eq!(forwarded_from("from=2"), Some(2));
+        assert_eq!(forwarded_from("other=1&from=3"), Some(3));
+        assert_eq!(forwarded_from("from=two"), None);
+        assert_eq!(forwarded_from("from"), None);
+        assert_eq!(forwarded_from(""), None);
+    }
 }

@@ -1218,6 +1218,12 @@ where
                     ExternalCommand::Heartbeat => {
                         self.send_heartbeat("ExternalCommand");
                     }
+                    ExternalCommand::HeartbeatTo { target } => {
+                        // PATCH (baton): one follower only.
+                        if let Some((mut lh, _)) = self.engine.get_leader_handler_or_reject(None) {
+                            lh.send_heartbeat_to(&target);
+                        }
+                    }
                     ExternalCommand::Snapshot => self.trigger_snapshot(),
                     ExternalCommand::GetSnapshot { tx } => {
                         let cmd = sm::Command::get_snapshot(tx);

@@ -54,6 +54,16 @@ where C: RaftTypeConfig
         self.raft_inner.send_external_command(ExternalCommand::Heartbeat, "trigger_heartbeat").await
     }
 
+    /// PATCH (baton): trigger a heartbeat to one follower at once and return at once.
+    ///
+    /// Like [`heartbeat`](Self::heartbeat), but only `target` is sent one (if it is a
+    /// replication target of this leader); it carries the current commit index.
+    pub async fn heartbeat_to(&self, target: C::NodeId) -> Result<(), Fatal<C::NodeId>> {
+        self.raft_inner
+            .send_external_command(ExternalCommand::HeartbeatTo { target }, "trigger_heartbeat_to")
+            .await
+    }
+
     /// Trigger to build a snapshot at once and return at once.
     ///
     /// Returns error when RaftCore has [`Fatal`] error, e.g. shut down or having storage error.

@@ -19,6 +19,9 @@ pub(crate) enum ExternalCommand<C: RaftTypeConfig> {
     /// Send a heartbeat message, only if the node is leader, or it will be ignored.
     Heartbeat,
 
+    /// PATCH (baton): send a heartbeat to one follower only, if this node is leader.
+    HeartbeatTo { target: C::NodeId },
+
     /// Initiate to build a snapshot on this node.
     Snapshot,
 
@@ -51,6 +54,9 @@ where C: RaftTypeConfig
             }
             ExternalCommand::Heartbeat => {
                 write!(f, "Heartbeat")
+            }
+            ExternalCommand::HeartbeatTo { target } => {
+                write!(f, "HeartbeatTo({})", target)
             }
             ExternalCommand::Snapshot => {
                 write!(f, "Snapshot")
