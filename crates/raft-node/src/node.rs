@@ -65,6 +65,10 @@ struct NodeInner {
     peer_addr: SocketAddr,
     /// What this node measures about itself (`/metrics`).
     stats: crate::stats::NodeStats,
+    /// Where this node forwards a proposal: `/baton/propose?from=<this node>`, so the
+    /// leader's heartbeat after it comes here only (a leader of an older version ignores
+    /// the query). Built once.
+    forwarded_propose_path: String,
     cancel: CancellationToken,
     tracker: TaskTracker,
     db: sled::Db,
@@ -180,8 +184,11 @@ impl Node {
         let (clock, clock_queue) = mpsc::channel(QUEUE_LEN_MAX);
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
+        let forwarded_propose_path =
+            format!("{}?{FORWARDED_FROM}={}", Route::Propose.path(), config.id);
         let node = Node {
             inner: Arc::new(NodeInner {
+                forwarded_propose_path,
                 config,
                 raft: raft.clone(),
                 sm: shared,
@@ -726,8 +733,11 @@ impl Node {
                     }
                     Some((_, addr)) => {
                         self.inner.stats.forwarded(route.path());
-                        let path = route.forward_path(self.id());
-                        self.forward(&addr.peer, &path, &request).await
+                        let path = match route {
+                            Route::Propose => &self.inner.forwarded_propose_path,
+                            _ => route.path(),
+                        };
+                        self.forward(&addr.peer, path, &request).await
                     }
                     None => Err(NodeError::NoLeader),
                 }
@@ -839,16 +849,6 @@ impl Route {
             | Route::Remaining
             | Route::RemainingMany
             | Route::Status => NodeError::Unavailable(message),
-        }
-    }
-
-    /// The path a forwarded request is sent to. A proposal names the node that forwards
-    /// it (`?from=`), so the leader's heartbeat after it goes to that node only; a leader
-    /// of an older version ignores the query.
-    fn forward_path(self, from: NodeId) -> std::borrow::Cow<'static, str> {
-        match self {
-            Route::Propose => format!("{}?{FORWARDED_FROM}={from}", self.path()).into(),
-            _ => self.path().into(),
         }
     }
 

@@ -166,12 +166,11 @@ async fn propose(State(node): State<Node>, RawQuery(query): RawQuery, body: Byte
 
 /// The node id in a forwarded proposal's query string.
 fn forwarded_from(query: &str) -> Option<NodeId> {
-    query.split('&').find_map(|pair| {
-        let (name, value) = pair.split_once('=')?;
-        (name == crate::node::FORWARDED_FROM)
-            .then(|| value.parse().ok())
-            .flatten()
-    })
+    query
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(name, _)| *name == crate::node::FORWARDED_FROM)
+        .and_then(|(_, id)| id.parse().ok())
 }
 
 async fn identity(State(node): State<Node>, body: Bytes) -> Response {
