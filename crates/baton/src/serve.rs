@@ -237,11 +237,45 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         ..ApiConfig::default()
     };
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = args.worker_threads {
-        runtime.worker_threads(usize::from(n));
+    let tokio_env = std::env::var_os("TOKIO_WORKER_THREADS").is_some();
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    match (args.worker_threads, tokio_env) {
+        (Some(n), _) => {
+            runtime.worker_threads(usize::from(n));
+        }
+        // TOKIO_WORKER_THREADS is read by tokio itself.
+        (None, true) => {}
+        (None, false) => {
+            if let Some(n) = shared_worker_threads(&config, cores) {
+                tracing::info!(
+                    cores,
+                    worker_threads = n,
+                    "members of this cluster share this machine (loopback peer addresses): \
+                     their cores are split between them (--worker-threads overrides)"
+                );
+                runtime.worker_threads(n);
+            }
+        }
     }
     let runtime = runtime.enable_all().build().context("tokio runtime")?;
     runtime.block_on(serve(config, api, auth))
+}
+
+/// The default worker threads of a node that shares `cores` with other members of its
+/// cluster: `cores` divided among them (at least one each), or `None` (tokio's default,
+/// one per core) for a node alone here. Members share this machine when their peer
+/// addresses, and this node's, are loopback: such an address reaches nothing else
+/// (decision #129).
+fn shared_worker_threads(config: &NodeConfig, cores: usize) -> Option<usize> {
+    if !is_loopback(&config.addr.peer) {
+        return None;
+    }
+    let others = config
+        .members
+        .iter()
+        .filter(|(id, addr)| **id != config.id && is_loopback(&addr.peer))
+        .count();
+    (others > 0).then(|| (cores / (others + 1)).max(1))
 }
 
 /// Whether `addr` (`host:port`) listens on loopback only.
@@ -397,6 +431,7 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use baton_raft_node::NodeAddr;
 
     #[test]
     fn loopback_is_recognised_in_every_spelling() {
@@ -416,5 +451,30 @@ mod tests {
         ] {
             assert!(!is_loopback(addr), "{addr}");
         }
+    }
+
+    fn cluster(hosts: &[&str]) -> NodeConfig {
+        let addr = |i: usize| NodeAddr {
+            peer: format!("{}:{}", hosts[i], 7100 + i),
+            api: format!("{}:{}", hosts[i], 7000 + i),
+        };
+        let mut config = NodeConfig::single(1, addr(0), "data");
+        config.members = (0..hosts.len()).map(|i| (i as u64 + 1, addr(i))).collect();
+        config
+    }
+
+    #[test]
+    fn members_on_loopback_split_the_cores_and_a_node_alone_keeps_them() {
+        let three = cluster(&["127.0.0.1", "127.0.0.1", "localhost"]);
+        assert_eq!(shared_worker_threads(&three, 2), Some(1));
+        assert_eq!(shared_worker_threads(&three, 8), Some(2));
+        assert_eq!(shared_worker_threads(&three, 1), Some(1));
+        // Alone: a single node, or peers on other machines.
+        assert_eq!(shared_worker_threads(&cluster(&["127.0.0.1"]), 8), None);
+        let spread = cluster(&["10.0.0.1", "10.0.0.2", "10.0.0.3"]);
+        assert_eq!(shared_worker_threads(&spread, 8), None);
+        // Two of five on this machine (this node and one other): half the cores each.
+        let mixed = cluster(&["127.0.0.1", "127.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5"]);
+        assert_eq!(shared_worker_threads(&mixed, 8), Some(4));
     }
 }

@@ -62,6 +62,9 @@ fn run(
     let flush_every = Duration::from_millis(flush_every_ms);
     let mut shutdown = shutdown.lock();
     let mut wrote_data = false;
+    // PATCH (baton): the log's stable offset at the last `sync_all` of this thread; a
+    // round in which nothing reached the file since then skips the sync (item 7).
+    let mut synced_stable: Option<Lsn> = None;
     while shutdown.is_running() || wrote_data {
         let before = std::time::Instant::now();
         let cc = concurrency_control::read();
@@ -106,6 +109,7 @@ fn run(
         //
         // this looks weird because it's a rust-style do-while
         // where the conditional is the full body
+        let mut gc_progress = false;
         while {
             let made_progress = match pagecache.attempt_gc() {
                 Err(e) => {
@@ -129,13 +133,25 @@ fn run(
                 Ok(false) => false,
                 Ok(true) => true,
             };
+            gc_progress |= made_progress;
             made_progress
                 && shutdown.is_running()
                 && before.elapsed() < flush_every / 2
         } {}
 
-        if let Err(e) = pagecache.config.file.sync_all() {
-            error!("failed to fsync from periodic flush thread: {}", e);
+        // PATCH (baton): an idle database is not synced twice a second. The sync is
+        // needed when this round wrote a buffer or cleaned segments, or when anything
+        // else (a full buffer written by the I/O pool, a caller's flush) has moved the
+        // stable offset since this thread last synced; otherwise the file holds nothing
+        // that the last sync did not cover, and the sync would only send the device a
+        // cache flush.
+        let stable = pagecache.log.stable_offset();
+        if wrote_data || gc_progress || synced_stable != Some(stable) {
+            if let Err(e) = pagecache.config.file.sync_all() {
+                error!("failed to fsync from periodic flush thread: {}", e);
+            } else {
+                synced_stable = Some(stable);
+            }
         }
 
         let sleep_duration = flush_every
