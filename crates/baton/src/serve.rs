@@ -76,8 +76,8 @@ pub struct ServeArgs {
     /// Anyone who reaches the port can then take and break every lock.
     #[arg(long)]
     insecure_allow_open: bool,
-    /// Runtime worker threads (default: one per core). Nodes that share a machine run
-    /// faster with the cores split between them (docs/operations.md).
+    /// Runtime worker threads (default: one per core, or this node's share of them when
+    /// the cluster file puts other members on loopback too; docs/operations.md).
     #[arg(long, env = "BATON_WORKER_THREADS", value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     worker_threads: Option<u16>,
     /// Serve the client API over TLS with this certificate chain (PEM); re-read on SIGHUP.
