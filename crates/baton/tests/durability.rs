@@ -87,6 +87,17 @@ fn fd_of(pid: u32, file: &Path) -> String {
         .unwrap_or_else(|| panic!("the node has {} open", file.display()))
 }
 
+/// The single node's PID and the descriptor it holds open on its log file.
+fn log_descriptor(cluster: &Cluster) -> (u32, String) {
+    let pid = cluster.node(1).pid().expect("running");
+    let log_file = cluster
+        .data_dir()
+        .join("data/db")
+        .canonicalize()
+        .expect("the node's log file");
+    (pid, fd_of(pid, &log_file))
+}
+
 /// Every sync call in the traces under `traces`, and how many of them synced descriptor
 /// `fd` successfully.
 fn log_syncs(traces: &Path, fd: &str) -> (usize, String) {
@@ -109,14 +120,7 @@ fn log_syncs(traces: &Path, fd: &str) -> (usize, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_answered_write_is_synced_to_the_disk_not_only_to_the_page_cache() {
     let cluster = Cluster::single().await;
-    let node = cluster.node(1);
-    let pid = node.pid().expect("running");
-    let log_file = cluster
-        .data_dir()
-        .join("data/db")
-        .canonicalize()
-        .expect("the node's log file");
-    let fd = fd_of(pid, &log_file);
+    let (pid, fd) = log_descriptor(&cluster);
     let traces = cluster.data_dir().join("traces");
     std::fs::create_dir(&traces).expect("a directory for the traces");
     let tracer = Tracer::attach(pid, &traces.join("sync"));
@@ -220,14 +224,7 @@ async fn the_log_grows_a_segment_at_a_time_and_a_crash_recovers_from_its_zeroed_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_node_does_not_sync_its_log() {
     let cluster = Cluster::single().await;
-    let node = cluster.node(1);
-    let pid = node.pid().expect("running");
-    let log_file = cluster
-        .data_dir()
-        .join("data/db")
-        .canonicalize()
-        .expect("the node's log file");
-    let fd = fd_of(pid, &log_file);
+    let (pid, fd) = log_descriptor(&cluster);
     for i in 0..5 {
         let body = json!({"value": format!("value-{i}")});
         let (status, answer) = cluster
