@@ -237,24 +237,19 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         ..ApiConfig::default()
     };
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    let tokio_env = std::env::var_os("TOKIO_WORKER_THREADS").is_some();
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    match (args.worker_threads, tokio_env) {
-        (Some(n), _) => {
-            runtime.worker_threads(usize::from(n));
-        }
-        // TOKIO_WORKER_THREADS is read by tokio itself.
-        (None, true) => {}
-        (None, false) => {
-            if let Some(n) = shared_worker_threads(&config, cores) {
-                tracing::info!(
-                    cores,
-                    worker_threads = n,
-                    "members of this cluster share this machine (loopback peer addresses): \
-                     their cores are split between them (--worker-threads overrides)"
-                );
-                runtime.worker_threads(n);
-            }
+    if let Some(n) = args.worker_threads {
+        runtime.worker_threads(usize::from(n));
+    } else if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
+        // (TOKIO_WORKER_THREADS, when set, is read by tokio itself.)
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        if let Some(n) = shared_worker_threads(&config, cores) {
+            tracing::info!(
+                cores,
+                worker_threads = n,
+                "members of this cluster share this machine (loopback peer addresses): \
+                 their cores are split between them (--worker-threads overrides)"
+            );
+            runtime.worker_threads(n);
         }
     }
     let runtime = runtime.enable_all().build().context("tokio runtime")?;
