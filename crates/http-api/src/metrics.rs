@@ -125,6 +125,11 @@ impl Metrics {
             "Requests this node sent to the leader, by peer route",
             node.forwarded.clone(),
         );
+        r.register(
+            "baton_raft_commit_notices",
+            "Commits this node learned from the leader's answers to writes it forwarded",
+            node.commit_notices.clone(),
+        );
         r
     }
 }

@@ -11,7 +11,7 @@ use crate::store::{
     self, AppliedBatch, AppliedProgress, ApplyObserver, ClaimWait, LeaseRecords, Observing,
     SmShared,
 };
-use crate::types::{NodeAddr, NodeId, Raft, RaftError, ServerMetrics, leading_term};
+use crate::types::{LogId, NodeAddr, NodeId, Raft, RaftError, ServerMetrics, leading_term};
 use crate::worker::lease_clock::{self, ClockConfig, ClockPort, ClockRequest, KeepaliveAnswer};
 use crate::worker::proposer::{self, BatchBounds, Pending};
 use crate::worker::reader::{self, ReadReply};
@@ -42,6 +42,10 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// The query parameter of a forwarded proposal that names the forwarding node.
 pub(crate) const FORWARDED_FROM: &str = "from";
+
+/// The query parameter (`=1`) of a forwarded proposal whose node reads the committed entry
+/// from the leader's answer (decision #131).
+pub(crate) const COMMIT_NOTICE: &str = "notice";
 
 /// A member of the cluster. Cheap to clone.
 #[derive(Clone)]
@@ -184,8 +188,11 @@ impl Node {
         let (clock, clock_queue) = mpsc::channel(QUEUE_LEN_MAX);
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
-        let forwarded_propose_path =
-            format!("{}?{FORWARDED_FROM}={}", Route::Propose.path(), config.id);
+        let forwarded_propose_path = format!(
+            "{}?{FORWARDED_FROM}={}&{COMMIT_NOTICE}=1",
+            Route::Propose.path(),
+            config.id
+        );
         let node = Node {
             inner: Arc::new(NodeInner {
                 forwarded_propose_path,
@@ -368,18 +375,24 @@ impl Node {
     }
 
     /// A proposal a follower forwarded: checked exactly as one from the API (limits, and
-    /// never a command only the leader's clock may issue), then proposed here. Once it is
-    /// applied, a heartbeat tells the follower that forwarded it (`from`; every follower
-    /// when a node of an older version did not say) the new commit index at once (it
-    /// would otherwise wait for the next entries or 2 ms, decision #108), so it can apply
-    /// the write and answer without that wait (decisions #111, #127).
+    /// never a command only the leader's clock may issue), then proposed here. The
+    /// follower (`from`) answers only once it has applied the write, so it must learn
+    /// the commit at once (it would otherwise wait for the next entries or 2 ms, decision
+    /// #108). A follower that reads notices (`notice`) gets the entry's log id in the
+    /// answer and commits up to it itself, at once or when the entry reaches it (decision
+    /// #131). One that does not (an older version) gets a heartbeat carrying the commit
+    /// index, and every follower gets one if it did not say who it is (#111, #127).
     pub(crate) async fn propose_forwarded(
         &self,
         proposal: Proposal,
         from: Option<NodeId>,
-    ) -> Result<Applied, NodeError> {
+        notice: bool,
+    ) -> Result<(Applied, Option<LogId>), NodeError> {
         proposal.validate_from_outside(&self.inner.config.limits)?;
-        let applied = self.propose_here(proposal).await?;
+        let (applied, log_id) = self.propose_logged(proposal).await?;
+        if notice {
+            return Ok((applied, Some(log_id)));
+        }
         let trigger = self.inner.raft.trigger();
         let sent = match from {
             Some(follower) => trigger.heartbeat_to(follower).await,
@@ -388,11 +401,16 @@ impl Node {
         if sent.is_err() {
             tracing::debug!("no heartbeat after a forwarded write: raft has stopped");
         }
-        Ok(applied)
+        Ok((applied, None))
     }
 
     /// Proposes on this node, which must be the leader.
     pub(crate) async fn propose_here(&self, proposal: Proposal) -> Result<Applied, NodeError> {
+        Ok(self.propose_logged(proposal).await?.0)
+    }
+
+    /// [`propose_here`](Self::propose_here), with the id of the entry that carried it.
+    async fn propose_logged(&self, proposal: Proposal) -> Result<(Applied, LogId), NodeError> {
         let bytes = bincode::serialized_size(&proposal).unwrap_or(0) as usize;
         let (reply, answer) = oneshot::channel();
         self.inner
@@ -737,7 +755,11 @@ impl Node {
                             Route::Propose => &self.inner.forwarded_propose_path,
                             _ => route.path(),
                         };
-                        self.forward(&addr.peer, path, &request).await
+                        let (reply, committed) = self.forward(&addr.peer, path, &request).await?;
+                        if let Some(log_id) = committed {
+                            self.learn_commit(log_id).await;
+                        }
+                        Ok(reply)
                     }
                     None => Err(NodeError::NoLeader),
                 }
@@ -763,17 +785,19 @@ impl Node {
         }
     }
 
+    /// Sends `request` to the leader at `addr`; the reply, and the committed entry the
+    /// leader named in it (answers to forwarded proposals only).
     async fn forward<Req: Serialize, Resp: DeserializeOwned>(
         &self,
         addr: &str,
         path: &str,
         request: &Req,
-    ) -> Result<Resp, NodeError> {
+    ) -> Result<(Resp, Option<LogId>), NodeError> {
         let timeout = Duration::from_millis(self.inner.config.propose_timeout_ms);
-        let reply: Result<Resp, PeerFailure> = self
+        let (reply, committed): (Result<Resp, PeerFailure>, _) = self
             .inner
             .peers
-            .call(addr, path, request, timeout)
+            .call_noting(addr, path, request, timeout)
             .await
             .map_err(|e| match e {
                 // Nothing was sent: the caller may route again.
@@ -783,7 +807,23 @@ impl Node {
                     NodeError::Unavailable(format!("leader refused with status {status}"))
                 }
             })?;
-        reply.map_err(NodeError::from)
+        Ok((reply.map_err(NodeError::from)?, committed))
+    }
+
+    /// The leader said the entry `log_id` is committed: Raft commits up to it here if this
+    /// node follows the leader that made it, and holds it (decision #131).
+    async fn learn_commit(&self, log_id: LogId) {
+        self.inner.stats.commit_notices.inc();
+        if self
+            .inner
+            .raft
+            .trigger()
+            .commit_notice(log_id)
+            .await
+            .is_err()
+        {
+            tracing::debug!("no commit notice: raft has stopped");
+        }
     }
 
     /// Waits a heartbeat, then for the next change of Raft state (at most an election

@@ -21,6 +21,9 @@ pub struct NodeStats {
     pub proposals_per_entry: Histogram,
     /// Requests this node sent to the leader instead of serving them, by route.
     pub forwarded: Family<ForwardLabels, Counter>,
+    /// Commit notices this node got in the leader's answers to writes it forwarded
+    /// (decision #131).
+    pub commit_notices: Counter,
 }
 
 impl Default for NodeStats {
@@ -33,6 +36,7 @@ impl Default for NodeStats {
             // 1 … 4 096 proposals.
             proposals_per_entry: Histogram::new(exponential_buckets(1.0, 2.0, 13)),
             forwarded: Family::default(),
+            commit_notices: Counter::default(),
         }
     }
 }

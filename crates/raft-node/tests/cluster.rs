@@ -496,5 +496,105 @@ async fn a_write_through_a_follower_is_applied_there_before_it_is_answered() {
         );
         assert!(node.read_local(|sm| sm.revision()) >= written.revision);
     }
+    // Each answer named its committed entry, and the follower passed it on (#131).
+    assert_eq!(node.stats().commit_notices.get(), 20);
+    cluster.shutdown().await;
+}
+
+/// A follower commits on a commit notice (the leader's answer to a write it forwarded)
+/// only when the notice names an entry of the leader it follows now, as it trusts only
+/// that leader's AppendEntries; a notice of an entry it does not hold yet waits for that
+/// entry (decision #131). The entries here are not yet committed (the leader's disk and
+/// the other follower's stall), so applying them shows the notices alone moved the commit;
+/// a real leader names an entry only after committing it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_notice_is_believed_only_from_the_leader_that_made_the_entry() {
+    // As `cluster_without_heartbeats`, with two entries in flight at a time.
+    let slow_heartbeats = timing(10_000, (30_000, 40_000));
+    let cluster = Cluster::start(3, |c| {
+        slow_heartbeats(c);
+        c.batches_in_flight_max = 2;
+    })
+    .await;
+    cluster.node(1).campaign().await.unwrap();
+    let leader = cluster.leader().await;
+    let mut followers = cluster.nodes.keys().copied().filter(|id| *id != leader);
+    let (free, stalled) = (followers.next().unwrap(), followers.next().unwrap());
+    let node = cluster.node(leader).clone();
+    node.propose(put("a", "1")).await.unwrap();
+    let follower = cluster.node(free).clone();
+    let index = node.status().applied_index + 1;
+    follower
+        .wait_applied(index - 1, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let term = node.raft().metrics().borrow().current_term;
+    let id =
+        |term, by, index| openraft::LogId::new(openraft::CommittedLeaderId::new(term, by), index);
+    let holds = |index| {
+        let follower = follower.clone();
+        async move {
+            tokio::time::timeout(Duration::from_secs(5), async {
+                while follower.status().last_log_index < index {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+            .await
+            .expect("the free follower holds the new entry");
+        }
+    };
+    let propose = |key: &'static str| {
+        let node = node.clone();
+        tokio::spawn(async move { node.propose(put(key, "v")).await })
+    };
+
+    let held = node.log_flush_gate().lock_owned().await;
+    let held_other = cluster.node(stalled).log_flush_gate().lock_owned().await;
+    // From a later term, or from another node in this term: not this follower's leader.
+    let trigger = follower.raft().trigger();
+    trigger
+        .commit_notice(id(term + 1, leader, index))
+        .await
+        .unwrap();
+    trigger
+        .commit_notice(id(term, stalled, index))
+        .await
+        .unwrap();
+    let b = propose("b");
+    holds(index).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        value_of(&follower, "b"),
+        None,
+        "a notice from another leader"
+    );
+    assert!(!b.is_finished());
+
+    // From its leader: the entry it holds is committed and applied at once; the notice of
+    // the next one waits for that entry and commits it when it arrives.
+    trigger
+        .commit_notice(id(term, leader, index + 1))
+        .await
+        .unwrap();
+    follower
+        .wait_applied(index, Duration::from_secs(5))
+        .await
+        .expect("the notice of its own leader commits the entry it holds");
+    assert_eq!(value_of(&follower, "b").as_deref(), Some("v"));
+    let c = propose("c");
+    follower
+        .wait_applied(index + 1, Duration::from_secs(5))
+        .await
+        .expect("the kept notice commits the entry when it arrives");
+    assert_eq!(value_of(&follower, "c").as_deref(), Some("v"));
+
+    drop((held, held_other));
+    for pending in [b, c] {
+        tokio::time::timeout(Duration::from_secs(20), pending)
+            .await
+            .expect("committed once the disks are back")
+            .unwrap()
+            .unwrap();
+    }
     cluster.shutdown().await;
 }

@@ -3,11 +3,11 @@
 //! (a connection pool). Connection failures become `Unreachable`, so openraft backs off
 //! instead of hammering a dead peer.
 
-use super::SECRET_HEADER;
 use super::link::{IdleLinks, PeerLink};
+use super::{COMMITTED_HEADER, SECRET_HEADER, parse_log_id};
 use crate::codec;
 use crate::tls::PeerTls;
-use crate::types::{NodeAddr, NodeId, RpcError, TypeConfig};
+use crate::types::{LogId, NodeAddr, NodeId, RpcError, TypeConfig};
 use openraft::error::{InstallSnapshotError, NetworkError, RaftError, RemoteError, Unreachable};
 use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
@@ -143,6 +143,18 @@ impl PeerClient {
         body: &Req,
         timeout: Duration,
     ) -> Result<Resp, PeerError> {
+        Ok(self.call_noting(addr, path, body, timeout).await?.0)
+    }
+
+    /// [`call`](Self::call), with the committed entry the reply's [`COMMITTED_HEADER`]
+    /// names, if it names one.
+    pub async fn call_noting<Req: Serialize, Resp: DeserializeOwned>(
+        &self,
+        addr: &str,
+        path: &str,
+        body: &Req,
+        timeout: Duration,
+    ) -> Result<(Resp, Option<LogId>), PeerError> {
         let bytes = codec::encode(body).map_err(|e| PeerError::Network(e.to_string()))?;
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let mut request = self
@@ -163,11 +175,18 @@ impl PeerClient {
         if !response.status().is_success() {
             return Err(PeerError::Refused(response.status().as_u16()));
         }
+        let committed = response
+            .headers()
+            .get(COMMITTED_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_log_id);
         let body = response
             .bytes()
             .await
             .map_err(|e| PeerError::Network(e.to_string()))?;
-        codec::decode(&body).map_err(|e| PeerError::Network(format!("decode reply: {e}")))
+        let reply =
+            codec::decode(&body).map_err(|e| PeerError::Network(format!("decode reply: {e}")))?;
+        Ok((reply, committed))
     }
 }
 

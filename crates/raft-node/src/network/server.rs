@@ -5,7 +5,7 @@
 //! and `/baton/identity` for the membership probe. Every body is bincode; every reply is a
 //! bincode `Result`.
 
-use super::{PEER_BODY_BYTES_MAX, SECRET_HEADER};
+use super::{COMMITTED_HEADER, PEER_BODY_BYTES_MAX, SECRET_HEADER, format_log_id};
 use crate::codec;
 use crate::error::NodeError;
 use crate::membership::{self, CHANGE_PATH, IDENTITY_PATH, Identity, MemberChange};
@@ -14,11 +14,11 @@ use crate::types::{NodeAddr, NodeId};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, RawQuery, Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use baton_state_machine::{LeaseId, Proposal};
+use baton_state_machine::{Applied, LeaseId, Proposal};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -152,25 +152,48 @@ async fn snapshot(State(node): State<Node>, body: Bytes) -> Response {
     .await
 }
 
-/// A forwarded proposal; `?from=<id>` names the follower that forwarded it (absent from
-/// older versions, and ignored if it is not a node id).
+/// A forwarded proposal; `?from=<id>` names the follower that forwarded it and
+/// `&notice=1` says it reads [`COMMITTED_HEADER`] (both absent from older versions; a
+/// `from` that is not a node id is ignored). The header names the committed entry that
+/// carried the proposal, so that follower can commit and apply it at once (decision #131).
 async fn propose(State(node): State<Node>, RawQuery(query): RawQuery, body: Bytes) -> Response {
-    let from = query.as_deref().and_then(forwarded_from);
-    serve(body, |p: Proposal| async move {
-        node.propose_forwarded(p, from)
-            .await
-            .map_err(PeerFailure::from)
-    })
-    .await
+    let query = query.unwrap_or_default();
+    let from = forwarded_from(&query);
+    let notice = forwarded_with_notice(&query);
+    let proposal: Proposal = match decode(&body) {
+        Ok(proposal) => proposal,
+        Err(refused) => return refused,
+    };
+    match node.propose_forwarded(proposal, from, notice).await {
+        Ok((applied, committed)) => {
+            let mut response = reply(&Ok::<_, PeerFailure>(applied));
+            let header = committed.and_then(|id| HeaderValue::from_str(&format_log_id(&id)).ok());
+            if let Some(value) = header {
+                response.headers_mut().insert(COMMITTED_HEADER, value);
+            }
+            response
+        }
+        Err(e) => reply(&Err::<Applied, _>(PeerFailure::from(e))),
+    }
+}
+
+/// The value of `name` in a query string.
+fn query_value<'q>(query: &'q str, name: &str) -> Option<&'q str> {
+    query
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value)
 }
 
 /// The node id in a forwarded proposal's query string.
 fn forwarded_from(query: &str) -> Option<NodeId> {
-    query
-        .split('&')
-        .filter_map(|pair| pair.split_once('='))
-        .find(|(name, _)| *name == crate::node::FORWARDED_FROM)
-        .and_then(|(_, id)| id.parse().ok())
+    query_value(query, crate::node::FORWARDED_FROM).and_then(|id| id.parse().ok())
+}
+
+/// Whether the forwarding node reads the committed entry from the answer.
+fn forwarded_with_notice(query: &str) -> bool {
+    query_value(query, crate::node::COMMIT_NOTICE) == Some("1")
 }
 
 async fn identity(State(node): State<Node>, body: Bytes) -> Response {
@@ -227,7 +250,7 @@ async fn leader_status(State(node): State<Node>, body: Bytes) -> Response {
 
 #[cfg(test)]
 mod tests {
-    use super::forwarded_from;
+    use super::{forwarded_from, forwarded_with_notice};
 
     #[test]
     fn a_forwarded_proposal_names_its_follower_in_the_query() {
@@ -236,5 +259,8 @@ mod tests {
         assert_eq!(forwarded_from("from=two"), None);
         assert_eq!(forwarded_from("from"), None);
         assert_eq!(forwarded_from(""), None);
+        assert!(forwarded_with_notice("from=2&notice=1"));
+        assert!(!forwarded_with_notice("from=2"));
+        assert!(!forwarded_with_notice("from=2&notice=0"));
     }
 }

@@ -14,7 +14,7 @@
 
 use crate::error::NodeError;
 use crate::stats::NodeStats;
-use crate::types::{Batch, ClientWriteError, Raft, TypeConfig};
+use crate::types::{Batch, ClientWriteError, LogId, Raft, TypeConfig};
 use baton_state_machine::{Applied, Proposal};
 use std::future::Future;
 use std::sync::Arc;
@@ -42,14 +42,17 @@ impl Log for Raft {
     }
 }
 
+/// A proposal's own outcome and the id of the entry that carried it.
+pub(crate) type Answer = Result<(Applied, LogId), NodeError>;
+
 /// A proposal waiting for its entry, and where its answer goes.
 pub(crate) struct Pending {
     /// The proposal.
     pub(crate) proposal: Proposal,
     /// Its encoded size, counted against `BatchBounds::bytes_max`.
     pub(crate) bytes: usize,
-    /// Where its own `Applied` (or why there is none) goes.
-    pub(crate) reply: oneshot::Sender<Result<Applied, NodeError>>,
+    /// Where its own `Applied` and its entry's log id (or why there is none) go.
+    pub(crate) reply: oneshot::Sender<Answer>,
 }
 
 /// Bounds of one batch and of the pipeline.
@@ -145,11 +148,7 @@ fn stop(pending: Pending) {
 /// An entry's answer, `None` if none came in time.
 type WriteOutcome = Option<Result<WriteAnswer, oneshot::error::RecvError>>;
 
-fn distribute(
-    outcome: WriteOutcome,
-    within: Duration,
-    replies: Vec<oneshot::Sender<Result<Applied, NodeError>>>,
-) {
+fn distribute(outcome: WriteOutcome, within: Duration, replies: Vec<oneshot::Sender<Answer>>) {
     let Some(outcome) = outcome else {
         tracing::warn!(
             proposals = replies.len(),
@@ -166,12 +165,14 @@ fn distribute(
     };
     match outcome {
         Ok(Ok(response)) => {
+            let log_id = response.log_id;
             let applied = response.data.applied;
             debug_assert_eq!(applied.len(), replies.len(), "one reply per proposal");
             let mut applied = applied.into_iter();
             for reply in replies {
                 let result = applied
                     .next()
+                    .map(|one| (one, log_id))
                     .ok_or_else(|| NodeError::Indeterminate("the entry's reply is missing".into()));
                 let _ = reply.send(result);
             }
@@ -231,7 +232,7 @@ mod tests {
         }
     }
 
-    fn propose(queue: &mpsc::Sender<Pending>) -> oneshot::Receiver<Result<Applied, NodeError>> {
+    fn propose(queue: &mpsc::Sender<Pending>) -> oneshot::Receiver<Answer> {
         let (reply, answer) = oneshot::channel();
         let proposal = Proposal::from(Command::LeaseGrant(LeaseGrant { ttl_ms: 1_000 }));
         queue

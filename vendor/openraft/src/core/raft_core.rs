@@ -206,6 +206,11 @@ where
 
     pub(crate) command_state: CommandState,
 
+    /// PATCH (baton): the highest commit notice (`ExternalCommand::CommitNotice`) this
+    /// follower has not reached yet because it did not hold the entry: the AppendEntries
+    /// from the same leader that brings it commits up to it.
+    pub(crate) commit_notice: Option<LogId<C::NodeId>>,
+
     pub(crate) span: Span,
 
     pub(crate) _p: PhantomData<SM>,
@@ -1140,7 +1145,29 @@ where
         let is_ok = self.engine.handle_append_entries(&req.vote, req.prev_log_id, req.entries, Some(tx));
 
         if is_ok {
-            self.engine.handle_commit_entries(req.leader_commit);
+            // PATCH (baton): a commit notice this follower could not reach before.
+            let notice = self.commit_notice.take().filter(|n| self.from_my_leader(n));
+            self.commit_with_notice(req.leader_commit, notice);
+        }
+    }
+
+    /// PATCH (baton): whether `log_id` was made by the leader this node follows now (a
+    /// committed vote for it, and this node is not leading).
+    fn from_my_leader(&self, log_id: &LogId<C::NodeId>) -> bool {
+        let vote = self.engine.state.vote_ref();
+        let same = vote.is_committed() && vote.leader_id().is_same_as_committed(&log_id.leader_id);
+        same && self.engine.leader.is_none()
+    }
+
+    /// PATCH (baton): commits up to the higher of the leader's commit index and a commit
+    /// notice of the same leader (both are ids of committed entries of that leader's log,
+    /// and the engine takes the lower of that and the last entry accepted from it), and
+    /// keeps the notice if this node does not hold its entry yet.
+    fn commit_with_notice(&mut self, leader_committed: Option<LogId<C::NodeId>>, notice: Option<LogId<C::NodeId>>) {
+        let upto = std::cmp::max(leader_committed, notice.clone());
+        self.engine.handle_commit_entries(upto);
+        if notice.as_ref() > self.engine.state.committed() {
+            self.commit_notice = notice;
         }
     }
 
@@ -1222,6 +1249,15 @@ where
                         // PATCH (baton): one follower only.
                         if let Some((mut lh, _)) = self.engine.get_leader_handler_or_reject(None) {
                             lh.send_heartbeat_to(&target);
+                        }
+                    }
+                    ExternalCommand::CommitNotice { committed } => {
+                        // PATCH (baton): trusted only from the leader this node follows now,
+                        // which made the entry; then it is an AppendEntries' commit index.
+                        if self.from_my_leader(&committed) {
+                            let kept = self.commit_notice.take().filter(|n| self.from_my_leader(n));
+                            let notice = std::cmp::max(kept, Some(committed));
+                            self.commit_with_notice(None, notice);
                         }
                     }
                     ExternalCommand::Snapshot => self.trigger_snapshot(),

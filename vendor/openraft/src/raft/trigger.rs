@@ -3,6 +3,7 @@
 use crate::core::raft_msg::external_command::ExternalCommand;
 use crate::error::Fatal;
 use crate::raft::RaftInner;
+use crate::LogId;
 use crate::RaftTypeConfig;
 
 /// Trigger is an interface to trigger an action to RaftCore by external caller.
@@ -61,6 +62,19 @@ where C: RaftTypeConfig
     pub async fn heartbeat_to(&self, target: C::NodeId) -> Result<(), Fatal<C::NodeId>> {
         self.raft_inner
             .send_external_command(ExternalCommand::HeartbeatTo { target }, "trigger_heartbeat_to")
+            .await
+    }
+
+    /// PATCH (baton): tell this follower that `committed` is committed, as the leader that
+    /// made that entry said (in its answer to a write this node forwarded). Returns at once.
+    ///
+    /// The follower commits up to `committed` or its own last entry accepted from that
+    /// leader, whichever is lower: the rule it applies to an AppendEntries' commit index.
+    /// Ignored unless this node follows, with a committed vote, the leader that made
+    /// `committed` (same term and node).
+    pub async fn commit_notice(&self, committed: LogId<C::NodeId>) -> Result<(), Fatal<C::NodeId>> {
+        self.raft_inner
+            .send_external_command(ExternalCommand::CommitNotice { committed }, "trigger_commit_notice")
             .await
     }
 

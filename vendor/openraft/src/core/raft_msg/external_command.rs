@@ -3,6 +3,7 @@
 use std::fmt;
 
 use crate::core::raft_msg::ResultSender;
+use crate::LogId;
 use crate::RaftTypeConfig;
 use crate::Snapshot;
 
@@ -21,6 +22,10 @@ pub(crate) enum ExternalCommand<C: RaftTypeConfig> {
 
     /// PATCH (baton): send a heartbeat to one follower only, if this node is leader.
     HeartbeatTo { target: C::NodeId },
+
+    /// PATCH (baton): on a follower, the leader that made the entry `committed` says it is
+    /// committed; the follower commits up to it as an AppendEntries from that leader would.
+    CommitNotice { committed: LogId<C::NodeId> },
 
     /// Initiate to build a snapshot on this node.
     Snapshot,
@@ -57,6 +62,9 @@ where C: RaftTypeConfig
             }
             ExternalCommand::HeartbeatTo { target } => {
                 write!(f, "HeartbeatTo({})", target)
+            }
+            ExternalCommand::CommitNotice { committed } => {
+                write!(f, "CommitNotice({})", committed)
             }
             ExternalCommand::Snapshot => {
                 write!(f, "Snapshot")
