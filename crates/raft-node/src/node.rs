@@ -69,9 +69,9 @@ struct NodeInner {
     peer_addr: SocketAddr,
     /// What this node measures about itself (`/metrics`).
     stats: crate::stats::NodeStats,
-    /// Where this node forwards a proposal: `/baton/propose?from=<this node>`, so the
-    /// leader's heartbeat after it comes here only (a leader of an older version ignores
-    /// the query). Built once.
+    /// Where this node forwards a proposal: `/baton/propose?from=<this node>&notice=1`, so
+    /// the leader's answer names the committed entry (#131; a leader of an older version
+    /// ignores the query and sends this node a heartbeat, or every node one). Built once.
     forwarded_propose_path: String,
     cancel: CancellationToken,
     tracker: TaskTracker,
@@ -314,7 +314,7 @@ impl Node {
     }
 
     /// What this node measures about itself: commit and fsync latency, proposals per
-    /// entry, forwarded requests.
+    /// entry, forwarded requests, commit notices.
     pub fn stats(&self) -> &crate::stats::NodeStats {
         &self.inner.stats
     }

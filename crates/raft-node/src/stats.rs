@@ -1,5 +1,5 @@
 //! What the node measures about itself for `/metrics`: commit latency, fsync latency,
-//! proposals per entry and forwarded requests. The handles are the Prometheus client's own
+//! proposals per entry, forwarded requests and commit notices. The handles are the Prometheus client's own
 //! metric types (an `Arc` inside): cloning shares them, and the API layer registers those
 //! clones in the registry it encodes at scrape time.
 

@@ -57,3 +57,43 @@ async fn forwarded_proposals_are_validated_and_clock_commands_refused() {
     assert!(leader.read(|sm| sm.lease(lease).is_some()).await.unwrap());
     cluster.shutdown().await;
 }
+
+/// The leader's answer to a forwarded proposal names the committed entry that carried it
+/// only when the follower asks (`notice=1`, decision #131): an older follower's request,
+/// without the query, gets the answer it always got and no header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_proposal_names_its_entry_only_when_asked() {
+    let cluster = Cluster::start(1, |_| {}).await;
+    let leader = cluster.node(cluster.leader().await).clone();
+    let peers = PeerClient::new(None, None).unwrap();
+    let peer = leader.peer_addr().to_string();
+    let put = |key: &str| {
+        Proposal::from(Command::Put(Put {
+            key: key.into(),
+            value: "v".into(),
+            lease: None,
+            prev_revision: None,
+        }))
+    };
+    let timeout = Duration::from_secs(5);
+
+    let (reply, committed): (Result<Applied, PeerFailure>, _) = peers
+        .call_noting(&peer, "/baton/propose", &put("old"), timeout)
+        .await
+        .unwrap();
+    assert!(reply.is_ok(), "{reply:?}");
+    assert_eq!(committed, None);
+
+    let path = format!("/baton/propose?from={}&notice=1", leader.id());
+    let (reply, committed): (Result<Applied, PeerFailure>, _) = peers
+        .call_noting(&peer, &path, &put("new"), timeout)
+        .await
+        .unwrap();
+    assert!(reply.is_ok(), "{reply:?}");
+    let committed = committed.expect("the answer names the entry");
+    let status = leader.status();
+    assert_eq!(committed.index, status.applied_index);
+    assert_eq!(committed.leader_id.term, status.term);
+    assert_eq!(committed.leader_id.node_id, leader.id());
+    cluster.shutdown().await;
+}

@@ -3,7 +3,8 @@
 //! for requests a
 //! follower forwards to the leader (a forwarded proposal is validated as one from the API),
 //! and `/baton/identity` for the membership probe. Every body is bincode; every reply is a
-//! bincode `Result`.
+//! bincode `Result` (the answer to a forwarded proposal may also name its committed entry
+//! in [`COMMITTED_HEADER`]).
 
 use super::{COMMITTED_HEADER, PEER_BODY_BYTES_MAX, SECRET_HEADER, format_log_id};
 use crate::codec;
