@@ -1,7 +1,7 @@
 //! What the node measures about itself for `/metrics`: commit latency, fsync latency,
-//! proposals per entry, forwarded requests and commit notices. The handles are the Prometheus client's own
-//! metric types (an `Arc` inside): cloning shares them, and the API layer registers those
-//! clones in the registry it encodes at scrape time.
+//! proposals per entry, forwarded requests and commit notices. The handles are the
+//! Prometheus client's own metric types (an `Arc` inside): cloning shares them, and the
+//! API layer registers those clones in the registry it encodes at scrape time.
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

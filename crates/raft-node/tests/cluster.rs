@@ -5,6 +5,7 @@
 
 mod common;
 
+use baton_raft_node::NodeConfig;
 use baton_state_machine::*;
 use common::*;
 use std::time::Duration;
@@ -445,7 +446,17 @@ async fn a_single_node_answers_a_write_only_after_its_flush() {
 /// Three nodes whose heartbeats are ten seconds apart, node 1 elected at once: no periodic
 /// heartbeat brings a commit index to a follower during a test.
 async fn cluster_without_heartbeats() -> Cluster {
-    let cluster = Cluster::start(3, timing(10_000, (30_000, 40_000))).await;
+    cluster_without_heartbeats_and(|_| {}).await
+}
+
+/// [`cluster_without_heartbeats`], with `tweak` applied to each node's configuration too.
+async fn cluster_without_heartbeats_and(tweak: impl Fn(&mut NodeConfig)) -> Cluster {
+    let slow_heartbeats = timing(10_000, (30_000, 40_000));
+    let cluster = Cluster::start(3, |c| {
+        slow_heartbeats(c);
+        tweak(c);
+    })
+    .await;
     // Timeouts this long would keep the cluster leaderless for half a minute.
     cluster.node(1).campaign().await.unwrap();
     cluster
@@ -509,14 +520,8 @@ async fn a_write_through_a_follower_is_applied_there_before_it_is_answered() {
 /// a real leader names an entry only after committing it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_notice_is_believed_only_from_the_leader_that_made_the_entry() {
-    // As `cluster_without_heartbeats`, with two entries in flight at a time.
-    let slow_heartbeats = timing(10_000, (30_000, 40_000));
-    let cluster = Cluster::start(3, |c| {
-        slow_heartbeats(c);
-        c.batches_in_flight_max = 2;
-    })
-    .await;
-    cluster.node(1).campaign().await.unwrap();
+    // Two entries in flight at a time.
+    let cluster = cluster_without_heartbeats_and(|c| c.batches_in_flight_max = 2).await;
     let leader = cluster.leader().await;
     let mut followers = cluster.nodes.keys().copied().filter(|id| *id != leader);
     let (free, stalled) = (followers.next().unwrap(), followers.next().unwrap());

@@ -1145,9 +1145,8 @@ where
         let is_ok = self.engine.handle_append_entries(&req.vote, req.prev_log_id, req.entries, Some(tx));
 
         if is_ok {
-            // PATCH (baton): a commit notice this follower could not reach before.
-            let notice = self.commit_notice.take().filter(|n| self.from_my_leader(n));
-            self.commit_with_notice(req.leader_commit, notice);
+            // PATCH (baton): with a commit notice this follower could not reach before.
+            self.commit_with_notice(req.leader_commit, None);
         }
     }
 
@@ -1159,11 +1158,14 @@ where
         same && self.engine.leader.is_none()
     }
 
-    /// PATCH (baton): commits up to the higher of the leader's commit index and a commit
-    /// notice of the same leader (both are ids of committed entries of that leader's log,
-    /// and the engine takes the lower of that and the last entry accepted from it), and
-    /// keeps the notice if this node does not hold its entry yet.
-    fn commit_with_notice(&mut self, leader_committed: Option<LogId<C::NodeId>>, notice: Option<LogId<C::NodeId>>) {
+    /// PATCH (baton): commits up to the highest of the leader's commit index, a `fresh`
+    /// notice and the kept one, if still of the leader this node follows (all are ids of
+    /// committed entries of that leader's log, and the engine takes the lower of that and
+    /// the last entry accepted from it), and keeps the notice if this node does not hold
+    /// its entry yet.
+    fn commit_with_notice(&mut self, leader_committed: Option<LogId<C::NodeId>>, fresh: Option<LogId<C::NodeId>>) {
+        let kept = self.commit_notice.take().filter(|n| self.from_my_leader(n));
+        let notice = std::cmp::max(kept, fresh);
         let upto = std::cmp::max(leader_committed, notice.clone());
         self.engine.handle_commit_entries(upto);
         if notice.as_ref() > self.engine.state.committed() {
@@ -1255,9 +1257,7 @@ where
                         // PATCH (baton): trusted only from the leader this node follows now,
                         // which made the entry; then it is an AppendEntries' commit index.
                         if self.from_my_leader(&committed) {
-                            let kept = self.commit_notice.take().filter(|n| self.from_my_leader(n));
-                            let notice = std::cmp::max(kept, Some(committed));
-                            self.commit_with_notice(None, notice);
+                            self.commit_with_notice(None, Some(committed));
                         }
                     }
                     ExternalCommand::Snapshot => self.trigger_snapshot(),
