@@ -4,7 +4,9 @@
 //! a thread of our own skips the first of those two hand-offs. The thread blocks on its
 //! queue while idle, and one flush answers every request queued before it began. A caller
 //! that has nothing to do until its flush ends (a follower's append) flushes on its own
-//! thread instead ([`Flusher::flush_here`]), sparing the hand-off to this one and back.
+//! thread instead ([`Flusher::flush_here`]), sparing the hand-off to this one and back. A
+//! leader's own appends are queued once the replication they allow has gone out
+//! ([`Flusher::submit_after_ready`]).
 
 use prometheus_client::metrics::histogram::Histogram;
 use std::sync::mpsc;
@@ -113,6 +115,41 @@ impl Flusher {
         });
         self.requests.send(waiter).map_err(|_| stopped())
     }
+
+    /// [`submit`](Self::submit), but the request reaches the flush thread only once the
+    /// tasks that are ready on this runtime worker have run: a leader's append is followed
+    /// by its replication tasks sending the entries, and waking the flush thread first put
+    /// that wake-up (a system call and, on an idle core, an interrupt to it) and the flush
+    /// thread's start on the way of the AppendEntries (decision #132). `done` gets an error
+    /// if the thread has stopped. Outside a runtime the request goes at once.
+    pub(crate) fn submit_after_ready(
+        &self,
+        done: impl FnOnce(std::io::Result<()>) + Send + 'static,
+    ) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            if let Err(e) = self.submit(done) {
+                tracing::error!(error = %e, "log flush not queued");
+            }
+            return;
+        };
+        let started = std::time::Instant::now();
+        let seconds = self.seconds.clone();
+        let waiter: Waiter = Box::new(move |flushed| {
+            if let Some(h) = &seconds {
+                h.observe(started.elapsed().as_secs_f64());
+            }
+            done(flushed.map_err(std::io::Error::other));
+        });
+        let requests = self.requests.clone();
+        runtime.spawn(async move {
+            // Runs again only after the worker has polled its other ready tasks and the
+            // I/O driver (tokio defers a yielded task until then).
+            tokio::task::yield_now().await;
+            if let Err(mpsc::SendError(waiter)) = requests.send(waiter) {
+                waiter(Err(stopped().to_string()));
+            }
+        });
+    }
 }
 
 /// The error of a flush asked of a thread that has ended.
@@ -144,6 +181,56 @@ fn run(db: &sled::Db, queue: &mpsc::Receiver<Waiter>, before: impl Fn()) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A request queued with `submit_after_ready` is not flushed while the task that
+    /// queued it keeps the runtime's only thread, and is answered once it lets go.
+    #[tokio::test]
+    async fn a_deferred_request_waits_for_the_ready_tasks_and_is_answered() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = sled::Config::new().path(dir.path()).open().expect("open");
+        let tree = db.open_tree("t").expect("tree");
+        let flusher = Flusher::start(db.clone()).expect("start");
+        tree.insert(b"k", b"v".as_slice()).expect("insert");
+        let answered = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = oneshot::channel();
+        let seen = answered.clone();
+        flusher.submit_after_ready(move |flushed| {
+            seen.store(true, Ordering::SeqCst);
+            let _ = tx.send(flushed);
+        });
+        // This test's runtime has one thread, held here: the request cannot have gone.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(
+            !answered.load(Ordering::SeqCst),
+            "flushed before the runtime ran"
+        );
+        rx.await.expect("answered").expect("flushed");
+        assert!(answered.load(Ordering::SeqCst));
+    }
+
+    /// A deferred request to a flush thread that has stopped gets an error, not silence.
+    #[tokio::test]
+    async fn a_deferred_request_to_a_stopped_thread_gets_an_error() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = sled::Config::new().path(dir.path()).open().expect("open");
+        let (requests, queue) = mpsc::channel();
+        drop(queue);
+        let flusher = Flusher {
+            requests,
+            db,
+            seconds: None,
+            #[cfg(feature = "unsafe-test-hooks")]
+            gate: FlushGate::default(),
+        };
+        let (tx, rx) = oneshot::channel();
+        flusher.submit_after_ready(move |flushed| {
+            let _ = tx.send(flushed);
+        });
+        let outcome = rx.await.expect("answered");
+        assert!(outcome.is_err(), "a stopped thread reported a flush");
+    }
 
     #[tokio::test]
     async fn a_flush_answers_and_the_thread_ends_with_its_last_handle() {

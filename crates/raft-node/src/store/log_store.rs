@@ -288,10 +288,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // Readable now; durable only once a flush that began after this insert has ended,
         // and only then reported, from the flush thread. Returning before that lets the
         // leader replicate while its own flush runs (decision #106); openraft still waits
-        // for the report before a follower answers or the leader counts its own copy.
+        // for the report before a follower answers or the leader counts its own copy. The
+        // flush is asked for once the entries have gone out to the followers (#132).
         self.flusher
-            .submit(move |flushed| callback.log_io_completed(flushed))
-            .map_err(|e| StorageIOError::write_logs(&e))?;
+            .submit_after_ready(move |flushed| callback.log_io_completed(flushed));
         Ok(())
     }
 
