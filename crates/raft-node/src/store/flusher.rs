@@ -105,15 +105,7 @@ impl Flusher {
         &self,
         done: impl FnOnce(std::io::Result<()>) + Send + 'static,
     ) -> std::io::Result<()> {
-        let started = std::time::Instant::now();
-        let seconds = self.seconds.clone();
-        let waiter: Waiter = Box::new(move |flushed| {
-            if let Some(h) = &seconds {
-                h.observe(started.elapsed().as_secs_f64());
-            }
-            done(flushed.map_err(std::io::Error::other));
-        });
-        self.requests.send(waiter).map_err(|_| stopped())
+        self.requests.send(self.waiter(done)).map_err(|_| stopped())
     }
 
     /// [`submit`](Self::submit), but the request reaches the flush thread only once the
@@ -126,29 +118,36 @@ impl Flusher {
         &self,
         done: impl FnOnce(std::io::Result<()>) + Send + 'static,
     ) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            if let Err(e) = self.submit(done) {
-                tracing::error!(error = %e, "log flush not queued");
+        let waiter = self.waiter(done);
+        let requests = self.requests.clone();
+        let send = move || {
+            if let Err(mpsc::SendError(waiter)) = requests.send(waiter) {
+                waiter(Err(stopped().to_string()));
             }
-            return;
         };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    // Runs again only after the worker has polled its other ready tasks
+                    // and the I/O driver (tokio defers a yielded task until then).
+                    tokio::task::yield_now().await;
+                    send();
+                });
+            }
+            Err(_) => send(),
+        }
+    }
+
+    /// `done` as the flush thread calls it, recording the wait in the histogram if set.
+    fn waiter(&self, done: impl FnOnce(std::io::Result<()>) + Send + 'static) -> Waiter {
         let started = std::time::Instant::now();
         let seconds = self.seconds.clone();
-        let waiter: Waiter = Box::new(move |flushed| {
+        Box::new(move |flushed| {
             if let Some(h) = &seconds {
                 h.observe(started.elapsed().as_secs_f64());
             }
             done(flushed.map_err(std::io::Error::other));
-        });
-        let requests = self.requests.clone();
-        runtime.spawn(async move {
-            // Runs again only after the worker has polled its other ready tasks and the
-            // I/O driver (tokio defers a yielded task until then).
-            tokio::task::yield_now().await;
-            if let Err(mpsc::SendError(waiter)) = requests.send(waiter) {
-                waiter(Err(stopped().to_string()));
-            }
-        });
+        })
     }
 }
 
