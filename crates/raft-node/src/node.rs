@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
@@ -158,6 +158,7 @@ impl Node {
         log.observe_fsync(stats.fsync_seconds.clone());
         log.set_node(config.id);
         let committed = log.committed_index();
+        let replicating = log.replicating();
         #[cfg(feature = "unsafe-test-hooks")]
         let flush_gate = log.flush_gate();
         let shared = sm.shared();
@@ -215,6 +216,11 @@ impl Node {
                 flush_gate,
             }),
         };
+        tracker.spawn(follow_voters(
+            raft.server_metrics(),
+            replicating,
+            cancel.clone(),
+        ));
         node.spawn_workers(listener, proposal_queue, read_queue, clock_queue);
         node.bootstrap().await?;
         tracing::info!(id = node.id(), peer = %peer_addr, "node started");
@@ -837,6 +843,30 @@ impl Node {
     }
 }
 
+/// Keeps `replicating` true while the membership has a voter besides this node, so the log
+/// store knows whether a leader's own flush can wait for its entries to go out first
+/// (decision #132). Wakes only when openraft's server metrics change.
+async fn follow_voters(
+    mut metrics: watch::Receiver<ServerMetrics>,
+    replicating: Arc<AtomicBool>,
+    cancel: CancellationToken,
+) {
+    loop {
+        let others = {
+            let m = metrics.borrow_and_update();
+            m.membership_config
+                .membership()
+                .voter_ids()
+                .any(|id| id != m.id)
+        };
+        replicating.store(others, Ordering::Relaxed);
+        tokio::select! {
+            changed = metrics.changed() => if changed.is_err() { return },
+            () = cancel.cancelled() => return,
+        }
+    }
+}
+
 /// The lease clock's view of the node: it sees the node only through this port.
 impl ClockPort for Node {
     fn metrics(&self) -> watch::Receiver<ServerMetrics> {
@@ -986,5 +1016,57 @@ mod tests {
         .map(|r| (r.path(), ()))
         .collect();
         assert_eq!(paths.len(), 6);
+    }
+
+    /// Server metrics of node 1 with `voters` voting and `learners` learning.
+    fn metrics_with(voters: &[NodeId], learners: &[NodeId]) -> ServerMetrics {
+        let addr = |id: &NodeId| {
+            (
+                *id,
+                NodeAddr {
+                    peer: format!("127.0.0.1:{}", 7100 + id),
+                    api: format!("127.0.0.1:{}", 7000 + id),
+                },
+            )
+        };
+        let nodes: BTreeMap<NodeId, NodeAddr> = voters.iter().chain(learners).map(addr).collect();
+        let membership = openraft::Membership::new(vec![voters.iter().copied().collect()], nodes);
+        ServerMetrics {
+            id: 1,
+            vote: openraft::Vote::default(),
+            state: openraft::ServerState::Leader,
+            current_leader: Some(1),
+            membership_config: Arc::new(openraft::StoredMembership::new(None, membership)),
+        }
+    }
+
+    /// The switch follows the membership: on with another voter, off alone or with only
+    /// learners beside this node.
+    #[tokio::test]
+    async fn the_replicating_switch_follows_the_other_voters() {
+        let (tx, rx) = watch::channel(metrics_with(&[1], &[]));
+        let replicating = Arc::new(AtomicBool::new(true));
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(follow_voters(rx, replicating.clone(), cancel.clone()));
+        let becomes = |want: bool| {
+            let replicating = replicating.clone();
+            async move {
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+                while replicating.load(Ordering::Relaxed) != want {
+                    assert!(
+                        tokio::time::Instant::now() < deadline,
+                        "switch never {want}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        };
+        becomes(false).await;
+        tx.send_replace(metrics_with(&[1, 2, 3], &[]));
+        becomes(true).await;
+        tx.send_replace(metrics_with(&[1], &[2]));
+        becomes(false).await;
+        cancel.cancel();
+        task.await.expect("the task ends when cancelled");
     }
 }

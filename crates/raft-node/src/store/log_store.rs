@@ -12,7 +12,7 @@ use openraft::{RaftLogReader, StorageIOError};
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The sled tree of the log, the vote and the pointers.
 const TREE: &str = "raft";
@@ -70,6 +70,9 @@ pub struct LogStore {
     tree: sled::Tree,
     /// The last committed index this node saved, for status reports (0: none).
     committed: Arc<AtomicU64>,
+    /// Whether the membership has another voter, so that a leader's own flush is one of
+    /// several copies a commit can count (set by the node; decision #132).
+    replicating: Arc<AtomicBool>,
 }
 
 impl LogStore {
@@ -83,6 +86,7 @@ impl LogStore {
             node: None,
             tree,
             committed: Arc::new(AtomicU64::new(0)),
+            replicating: Arc::new(AtomicBool::new(false)),
         };
         let committed: Option<LogId> = store
             .get::<Option<LogId>>(COMMITTED_KEY)
@@ -97,6 +101,12 @@ impl LogStore {
     /// A handle on the committed index, for status reports.
     pub fn committed_index(&self) -> Arc<AtomicU64> {
         self.committed.clone()
+    }
+
+    /// The switch the node sets while the membership has another voter: a leader then
+    /// asks for its own flush once its entries have gone out, and at once otherwise.
+    pub(crate) fn replicating(&self) -> Arc<AtomicBool> {
+        self.replicating.clone()
     }
 
     fn get<T: serde::de::DeserializeOwned>(
@@ -288,10 +298,17 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // Readable now; durable only once a flush that began after this insert has ended,
         // and only then reported, from the flush thread. Returning before that lets the
         // leader replicate while its own flush runs (decision #106); openraft still waits
-        // for the report before a follower answers or the leader counts its own copy. The
-        // flush is asked for once the entries have gone out to the followers (#132).
-        self.flusher
-            .submit_after_ready(move |flushed| callback.log_io_completed(flushed));
+        // for the report before a follower answers or the leader counts its own copy.
+        // With other voters the flush is asked for once the entries have gone out to them
+        // (#132); alone, this flush is the commit, and it is asked for at once.
+        let done = move |flushed| callback.log_io_completed(flushed);
+        if self.replicating.load(Ordering::Relaxed) {
+            self.flusher.submit_after_ready(done);
+        } else {
+            self.flusher
+                .submit(done)
+                .map_err(|e| StorageIOError::write_logs(&e))?;
+        }
         Ok(())
     }
 
