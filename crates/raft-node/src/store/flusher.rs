@@ -183,15 +183,22 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    /// A request queued with `submit_after_ready` is not flushed while the task that
-    /// queued it keeps the runtime's only thread, and is answered once it lets go.
-    #[tokio::test]
-    async fn a_deferred_request_waits_for_the_ready_tasks_and_is_answered() {
+    /// A database in a temporary directory with one unflushed write in tree `t`, and a
+    /// flush thread for it.
+    fn written() -> (tempfile::TempDir, sled::Db, sled::Tree, Flusher) {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = sled::Config::new().path(dir.path()).open().expect("open");
         let tree = db.open_tree("t").expect("tree");
         let flusher = Flusher::start(db.clone()).expect("start");
         tree.insert(b"k", b"v".as_slice()).expect("insert");
+        (dir, db, tree, flusher)
+    }
+
+    /// A request queued with `submit_after_ready` is not flushed while the task that
+    /// queued it keeps the runtime's only thread, and is answered once it lets go.
+    #[tokio::test]
+    async fn a_deferred_request_waits_for_the_ready_tasks_and_is_answered() {
+        let (_dir, _db, _tree, flusher) = written();
         let answered = Arc::new(AtomicBool::new(false));
         let (tx, rx) = oneshot::channel();
         let seen = answered.clone();
@@ -233,11 +240,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_flush_answers_and_the_thread_ends_with_its_last_handle() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let db = sled::Config::new().path(dir.path()).open().expect("open");
-        let tree = db.open_tree("t").expect("tree");
-        let flusher = Flusher::start(db.clone()).expect("start");
-        tree.insert(b"k", b"v".as_slice()).expect("insert");
+        let (dir, db, tree, flusher) = written();
         let second = flusher.clone();
         let (a, b) = tokio::join!(flusher.flush(), second.flush());
         a.expect("first flush");
