@@ -76,7 +76,7 @@ struct NodeInner {
     cancel: CancellationToken,
     tracker: TaskTracker,
     db: sled::Db,
-    /// Test-only: the lock the log's flush thread takes before each flush.
+    /// Test-only: the lock taken before each of the log's flushes.
     #[cfg(feature = "unsafe-test-hooks")]
     flush_gate: crate::store::FlushGate,
 }
@@ -330,8 +330,8 @@ impl Node {
         &self.inner.raft
     }
 
-    /// Test-only: the lock this node's log flush thread takes before each flush. Holding
-    /// it stalls the node's disk: its writes stay readable but none becomes durable.
+    /// Test-only: the lock taken before each of this node's log flushes. Holding it
+    /// stalls the node's disk: its writes stay readable but none becomes durable.
     #[cfg(feature = "unsafe-test-hooks")]
     pub fn log_flush_gate(&self) -> crate::store::FlushGate {
         self.inner.flush_gate.clone()

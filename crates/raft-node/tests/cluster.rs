@@ -291,8 +291,9 @@ async fn three_nodes_boot_from_a_cluster_file() {
 /// A leader sends new entries to its followers while its own flush runs (decision #106)
 /// and counts its own copy only once that flush has ended, so a write commits on a
 /// majority of durable copies and never on fewer. Disks are stalled with the test hook
-/// that holds a node's next flush: the leader's, on its flush thread, and the follower's,
-/// which it runs on the appending task (decision #109).
+/// that holds a node's next flush: the leader's, which its flush queue runs once the
+/// entries have gone out (decisions #132, #133), and the follower's, which it runs on the
+/// appending task (decision #109).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_replicates_during_its_own_flush_and_counts_its_copy_only_after_it() {
     // Long election timeouts: a follower whose disk stalls stops answering for a while,

@@ -1,7 +1,7 @@
 //! `RaftLogStorage` on sled. Every operation is one insert or one atomic `Batch` (a
 //! one-entry append is a plain insert, decision #101); nothing is reported saved before a
 //! flush that began after it returned (sled loses unflushed writes even on
-//! a plain crash). Flushes run on the node's own flush thread (`flusher.rs`).
+//! a plain crash). Flushes run on the node's tokio workers (`flusher.rs`).
 
 use super::flusher::Flusher;
 use crate::codec;
@@ -80,7 +80,7 @@ impl LogStore {
         let tree = db
             .open_tree(TREE)
             .map_err(|e| NodeError::Storage(e.to_string()))?;
-        let flusher = Flusher::start(db).map_err(|e| NodeError::Storage(e.to_string()))?;
+        let flusher = Flusher::new(db);
         let store = LogStore {
             flusher,
             node: None,
@@ -121,14 +121,14 @@ impl LogStore {
         }
     }
 
-    /// Test-only: the lock the node's flush thread takes before each flush.
+    /// Test-only: the lock taken before each of the node's log flushes.
     #[cfg(feature = "unsafe-test-hooks")]
     pub(crate) fn flush_gate(&self) -> super::flusher::FlushGate {
         self.flusher.gate()
     }
 
     /// Tells the store this node's id: from then on it flushes entries that another
-    /// leader made (a follower's appends) on the appending task instead of the flush thread.
+    /// leader made (a follower's appends) on the appending task, before `append` returns.
     pub(crate) fn set_node(&mut self, id: NodeId) {
         self.node = Some(id);
     }
@@ -286,29 +286,24 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         };
         written.map_err(|e| StorageIOError::write_logs(&e))?;
         // Entries another leader made reach a follower, whose `RaftCore` waits for their
-        // flush before it does anything else: flushing here spares the two thread wake-ups
-        // of the hand-off to the flush thread and back, on the path of every commit
-        // (decision #109).
+        // flush before it does anything else: flushing here spares the hand-off to another
+        // task and back, on the path of every commit (decision #109).
         if let (Some(me), Some(by)) = (self.node, leader)
             && by != me
         {
-            callback.log_io_completed(self.flusher.flush_here().await);
+            callback.log_io_completed(self.flusher.flush().await);
             return Ok(());
         }
         // Readable now; durable only once a flush that began after this insert has ended,
-        // and only then reported, from the flush thread. Returning before that lets the
-        // leader replicate while its own flush runs (decision #106); openraft still waits
-        // for the report before a follower answers or the leader counts its own copy.
-        // With other voters the flush is asked for once the entries have gone out to them
-        // (#132); alone, this flush is the commit, and it is asked for at once.
-        let done = move |flushed| callback.log_io_completed(flushed);
-        if self.replicating.load(Ordering::Relaxed) {
-            self.flusher.submit_after_ready(done);
-        } else {
-            self.flusher
-                .submit(done)
-                .map_err(|e| StorageIOError::write_logs(&e))?;
-        }
+        // and only then reported. Returning before that lets the leader replicate while its
+        // own flush runs (decision #106); openraft still waits for the report before the
+        // leader counts its own copy. The flush runs on a worker of this node (#133): with
+        // other voters once the entries have gone out to them (#132); alone, this flush is
+        // the commit, and it runs as soon as the worker is free.
+        let replicating = self.replicating.load(Ordering::Relaxed);
+        self.flusher.flush_queued(replicating, move |flushed| {
+            callback.log_io_completed(flushed)
+        });
         Ok(())
     }
 
