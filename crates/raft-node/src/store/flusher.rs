@@ -65,14 +65,19 @@ impl Flusher {
     /// Makes everything written to `db` before the call durable, on the calling worker,
     /// which it blocks for the length of one flush.
     pub(crate) async fn flush(&self) -> std::io::Result<()> {
-        #[cfg(feature = "unsafe-test-hooks")]
-        let _stalled = self.gate.lock().await;
         let started = std::time::Instant::now();
-        let flushed = self.flush_now();
+        let flushed = self.gated_flush().await;
         if let Some(h) = &self.seconds {
             h.observe(started.elapsed().as_secs_f64());
         }
         flushed
+    }
+
+    /// [`flush_now`](Self::flush_now) once a test's stall of the disk, if any, has ended.
+    async fn gated_flush(&self) -> std::io::Result<()> {
+        #[cfg(feature = "unsafe-test-hooks")]
+        let _stalled = self.gate.lock().await;
+        self.flush_now()
     }
 
     fn flush_now(&self) -> std::io::Result<()> {
@@ -108,7 +113,8 @@ impl Flusher {
 
     /// Flushes for the queued requests until none is left. A request that queues while a
     /// flush runs (or while a test stalls it) waits for the next one: that flush may have
-    /// begun before the request's write.
+    /// begun before the request's write. The task is spawned with a request queued, and
+    /// ends, without another turn of the worker, once a flush leaves none.
     async fn drain(self, after_ready: bool) {
         loop {
             if after_ready {
@@ -116,21 +122,15 @@ impl Flusher {
                 // the I/O driver (tokio defers a yielded task until then).
                 tokio::task::yield_now().await;
             }
-            let waiters = {
-                let mut queue = self.lock_queue();
-                if queue.waiters.is_empty() {
-                    queue.draining = false;
-                    return;
-                }
-                std::mem::take(&mut queue.waiters)
-            };
-            #[cfg(feature = "unsafe-test-hooks")]
-            let stalled = self.gate.lock().await;
-            let flushed = self.flush_now().map_err(|e| e.to_string());
-            #[cfg(feature = "unsafe-test-hooks")]
-            drop(stalled);
+            let waiters = std::mem::take(&mut self.lock_queue().waiters);
+            let flushed = self.gated_flush().await.map_err(|e| e.to_string());
             for waiter in waiters {
                 waiter(flushed.clone());
+            }
+            let mut queue = self.lock_queue();
+            if queue.waiters.is_empty() {
+                queue.draining = false;
+                return;
             }
         }
     }
