@@ -7,6 +7,7 @@ use baton_http_api::{ApiConfig, AppState};
 use baton_raft_node::tls::{ReloadableTls, TlsListener};
 use baton_raft_node::{ClusterFile, Node, NodeConfig};
 use clap::Args;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -212,8 +213,13 @@ fn parse_range(text: &str) -> Result<(u64, u64), String> {
 
 /// Runs a node until SIGINT or SIGTERM.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    // Colour only for a terminal: a log written to a file or read by journald gets plain
+    // text (and `NO_COLOR` turns colour off on a terminal too).
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let colour = std::io::stderr().is_terminal() && !no_color;
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "info,openraft=warn,sled=warn".into()),

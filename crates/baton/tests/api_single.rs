@@ -746,3 +746,15 @@ async fn a_wait_longer_than_one_request_keeps_its_place_in_the_queue() {
     assert!(dropped.is_err(), "the client gave up");
     wait_until_only(&c, "P", Some(first)).await;
 }
+
+/// A log that goes to a file (here, the test's log of the node's stderr) is plain text:
+/// no terminal colour codes, which journald and log files would otherwise keep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_written_to_a_file_has_no_colour_codes() {
+    let c = Cluster::single().await;
+    let (status, _) = c.get(1, "/v1/cluster").await.unwrap();
+    assert_eq!(status, 200);
+    let log = c.node(1).log();
+    assert!(log.contains("INFO"), "nothing logged at info: {log}");
+    assert!(!log.contains('\u{1b}'), "colour codes in {log:?}");
+}
