@@ -18,6 +18,10 @@
 //!   throughput at that size against empty (the same node before the fill, and an empty
 //!   twin node in interleaved windows).
 //!
+//! - `disk`: instead of the comparison, how this machine's disk serves the flushes a commit
+//!   waits for: one small write + `fdatasync` alone, and three at the same instant (three
+//!   nodes on one disk, as in the comparison), where a commit needs the second to finish.
+//!
 //! etcd is `etcd` on the PATH (Debian `etcd-server`); without it, baton runs alone. Each
 //! row prints throughput, p50/p99 latency and the servers' CPU time per operation (user +
 //! system, all three processes, from `/proc/<pid>/stat`), and with both systems the ratios
@@ -821,7 +825,91 @@ async fn scale(locks: usize, window: Duration) {
     );
 }
 
+/// Rounds per measurement of `disk`, and the bytes each flush writes (about one entry).
+const DISK_ROUNDS: usize = 400;
+const DISK_WRITE: usize = 200;
+
+/// `flushers` threads, each with its own file (written once, so a flush changes no file
+/// size, as in sled's preallocated segments), released together `DISK_ROUNDS` times; each
+/// writes `DISK_WRITE` bytes and `fdatasync`s. Per round, the time from the release until
+/// the first, second, ... flush ended; returns the median of each, in µs.
+fn flush_round(dir: &std::path::Path, flushers: usize) -> Vec<f64> {
+    use std::os::unix::fs::FileExt;
+    let barrier = Arc::new(std::sync::Barrier::new(flushers));
+    let threads: Vec<_> = (0..flushers)
+        .map(|i| {
+            let path = dir.join(format!("flush-{flushers}-{i}"));
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(true)
+                    .read(true)
+                    .write(true)
+                    .open(&path)
+                    .unwrap();
+                file.write_all_at(&vec![0; DISK_ROUNDS * DISK_WRITE + 4096], 0)
+                    .unwrap();
+                file.sync_all().unwrap();
+                let data = [b'x'; DISK_WRITE];
+                let mut ends = Vec::with_capacity(DISK_ROUNDS);
+                for round in 0..DISK_ROUNDS {
+                    barrier.wait();
+                    let released = Instant::now();
+                    file.write_all_at(&data, (round * DISK_WRITE) as u64)
+                        .unwrap();
+                    file.sync_data().unwrap();
+                    ends.push((released, released.elapsed()));
+                }
+                ends
+            })
+        })
+        .collect();
+    let per_thread: Vec<Vec<(Instant, Duration)>> =
+        threads.into_iter().map(|t| t.join().unwrap()).collect();
+    // The k-th flush to end in each round, measured from the earliest release of that round.
+    let mut kth: Vec<Vec<f64>> = vec![Vec::new(); flushers];
+    for round in 0..DISK_ROUNDS {
+        let start = per_thread.iter().map(|t| t[round].0).min().unwrap();
+        let mut ends: Vec<f64> = per_thread
+            .iter()
+            .map(|t| (t[round].0 + t[round].1 - start).as_secs_f64() * 1e6)
+            .collect();
+        ends.sort_by(f64::total_cmp);
+        for (k, end) in ends.into_iter().enumerate() {
+            kth[k].push(end);
+        }
+    }
+    kth.into_iter().map(median).collect()
+}
+
+/// `disk`: lone flushes against three at once, alternating, three times.
+fn disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut lone, mut second) = (Vec::new(), Vec::new());
+    for attempt in 0..3 {
+        let one = flush_round(dir.path(), 1);
+        let three = flush_round(dir.path(), 3);
+        println!(
+            "attempt {attempt}: one flush alone {:.0} µs; three at once: first {:.0}, second {:.0}, third {:.0} µs",
+            one[0], three[0], three[1], three[2]
+        );
+        lone.push(one[0]);
+        second.push(three[1]);
+    }
+    println!(
+        "medians of 3: a flush alone {:.0} µs; the second of three at once (a commit's quorum of durable copies) {:.0} µs, {:.2}x",
+        median(lone.clone()),
+        median(second.clone()),
+        median(second) / median(lone)
+    );
+}
+
 fn main() {
+    if std::env::args().any(|a| a == "disk") {
+        disk();
+        return;
+    }
     if let Some(arg) = std::env::args().find(|a| a.starts_with("scale")) {
         let locks = arg
             .strip_prefix("scale=")
