@@ -859,13 +859,13 @@ fn flush_round(dir: &std::path::Path, flushers: usize) -> Vec<f64> {
                     file.write_all_at(&data, (round * DISK_WRITE) as u64)
                         .unwrap();
                     file.sync_data().unwrap();
-                    ends.push((released, released.elapsed()));
+                    ends.push((released, Instant::now()));
                 }
                 ends
             })
         })
         .collect();
-    let per_thread: Vec<Vec<(Instant, Duration)>> =
+    let per_thread: Vec<Vec<(Instant, Instant)>> =
         threads.into_iter().map(|t| t.join().unwrap()).collect();
     // The k-th flush to end in each round, measured from the earliest release of that round.
     let mut kth: Vec<Vec<f64>> = vec![Vec::new(); flushers];
@@ -873,7 +873,7 @@ fn flush_round(dir: &std::path::Path, flushers: usize) -> Vec<f64> {
         let start = per_thread.iter().map(|t| t[round].0).min().unwrap();
         let mut ends: Vec<f64> = per_thread
             .iter()
-            .map(|t| (t[round].0 + t[round].1 - start).as_secs_f64() * 1e6)
+            .map(|t| (t[round].1 - start).as_secs_f64() * 1e6)
             .collect();
         ends.sort_by(f64::total_cmp);
         for (k, end) in ends.into_iter().enumerate() {
