@@ -20,7 +20,14 @@
 //!
 //! - `disk`: instead of the comparison, how this machine's disk serves the flushes a commit
 //!   waits for: one small write + `fdatasync` alone, and three at the same instant (three
-//!   nodes on one disk, as in the comparison), where a commit needs the second to finish.
+//!   nodes on one disk, as in the comparison), where a commit needs the second to finish;
+//!   two at once for comparison.
+//!
+//! - `floor`: instead of the comparison, three attempts of: the second of three concurrent
+//!   flushes, a loopback round trip between two threads, and a single-client put on a
+//!   baton and an etcd cluster (`secs=S` windows); prints a put's floor on this machine
+//!   (two round trips plus that flush, no CPU spent anywhere) against both puts and half
+//!   of etcd's, which is what 2x etcd's throughput needs.
 //!
 //! etcd is `etcd` on the PATH (Debian `etcd-server`); without it, baton runs alone. Each
 //! row prints throughput, p50/p99 latency and the servers' CPU time per operation (user +
@@ -886,26 +893,120 @@ fn flush_round(dir: &std::path::Path, flushers: usize) -> Vec<f64> {
 /// `disk`: lone flushes against three at once, alternating, three times.
 fn disk() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut lone, mut second) = (Vec::new(), Vec::new());
+    let (mut lone, mut second, mut pair) = (Vec::new(), Vec::new(), Vec::new());
     for attempt in 0..3 {
         let one = flush_round(dir.path(), 1);
+        let two = flush_round(dir.path(), 2);
         let three = flush_round(dir.path(), 3);
         println!(
-            "attempt {attempt}: one flush alone {:.0} µs; three at once: first {:.0}, second {:.0}, third {:.0} µs",
-            one[0], three[0], three[1], three[2]
+            "attempt {attempt}: one flush alone {:.0} µs; two at once: first {:.0}, second {:.0} µs; three at once: first {:.0}, second {:.0}, third {:.0} µs",
+            one[0], two[0], two[1], three[0], three[1], three[2]
         );
         lone.push(one[0]);
+        pair.push(two[1]);
         second.push(three[1]);
     }
     println!(
-        "medians of 3: a flush alone {:.0} µs; the second of three at once (a commit's quorum of durable copies) {:.0} µs, {:.2}x",
+        "medians of 3: a flush alone {:.0} µs; the second of three at once (a commit's quorum of durable copies) {:.0} µs, {:.2}x; the second of two at once {:.0} µs, {:.2}x",
         median(lone.clone()),
         median(second.clone()),
-        median(second) / median(lone)
+        median(second) / median(lone.clone()),
+        median(pair.clone()),
+        median(pair) / median(lone)
     );
 }
 
+/// Round trips of `LOOPBACK_ROUNDS` messages of `DISK_WRITE` bytes between two threads
+/// over one loopback TCP connection, each end asleep in `read` until the other writes (as
+/// an idle server is); the median, in µs.
+fn loopback_round_trip() -> f64 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let echo = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        stream.set_nodelay(true).unwrap();
+        let mut buf = [0u8; DISK_WRITE];
+        while stream.read_exact(&mut buf).is_ok() {
+            if stream.write_all(&buf).is_err() {
+                break;
+            }
+        }
+    });
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_nodelay(true).unwrap();
+    let mut buf = [b'x'; DISK_WRITE];
+    let mut times = Vec::with_capacity(LOOPBACK_ROUNDS);
+    for _ in 0..LOOPBACK_ROUNDS {
+        let sent = Instant::now();
+        stream.write_all(&buf).unwrap();
+        stream.read_exact(&mut buf).unwrap();
+        times.push(sent.elapsed().as_secs_f64() * 1e6);
+    }
+    drop(stream);
+    echo.join().unwrap();
+    median(times)
+}
+
+/// Round trips per loopback measurement of `floor`.
+const LOOPBACK_ROUNDS: usize = 2_000;
+
+/// `floor`: the lowest time a single-client put could take on this machine, with no CPU
+/// spent anywhere (two loopback round trips, client to leader and leader to follower, plus
+/// the second of three concurrent flushes), next to etcd's and baton's measured puts in
+/// the same attempts, and half of etcd's (what 2x etcd's throughput needs).
+fn floor(window: Duration) {
+    let row = ROWS.iter().find(|r| r.label == "kv put, 1 client").unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let etcd_found = Command::new("etcd").arg("--version").output().is_ok();
+    runtime.block_on(async {
+        let http = reqwest::Client::new();
+        let baton = start_baton(&http, 3).await;
+        let etcd = if etcd_found {
+            Some(start_etcd(&http).await)
+        } else {
+            println!("etcd not found on the PATH (Debian etcd-server): the floor and baton only");
+            None
+        };
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (mut floors, mut batons, mut etcds) = (Vec::new(), Vec::new(), Vec::new());
+        for attempt in 0..3 {
+            let flushes = flush_round(dir.path(), 3);
+            let trip = loopback_round_trip();
+            let floor_ms = (2.0 * trip + flushes[1]) / 1e3;
+            let ours = measure(&baton, row, window).await.p50_ms;
+            let theirs = match &etcd {
+                Some(etcd) => measure(etcd, row, window).await.p50_ms,
+                None => f64::NAN,
+            };
+            println!(
+                "attempt {attempt}: loopback round trip {trip:.0} µs, second of three flushes {:.0} µs: floor {floor_ms:.3} ms; put p50: baton {ours:.3} ms, etcd {theirs:.3} ms (half: {:.3} ms)",
+                flushes[1],
+                theirs / 2.0
+            );
+            floors.push(floor_ms);
+            batons.push(ours);
+            etcds.push(theirs);
+        }
+        let (floor_ms, ours, theirs) = (median(floors), median(batons), median(etcds));
+        println!(
+            "medians of 3: a single-client put's floor {floor_ms:.3} ms; baton's put p50 {ours:.3} ms ({:.2}x the floor); etcd's {theirs:.3} ms, half of it {:.3} ms ({:.2}x the floor)",
+            ours / floor_ms,
+            theirs / 2.0,
+            theirs / 2.0 / floor_ms
+        );
+    });
+}
+
 fn main() {
+    if std::env::args().any(|a| a == "floor") {
+        floor(options().window);
+        return;
+    }
     if std::env::args().any(|a| a == "disk") {
         disk();
         return;
