@@ -228,29 +228,6 @@ impl PeerTls {
         }
     }
 
-    /// A reqwest client that trusts only the CA and presents this node's certificate.
-    pub(crate) fn http_client(
-        &self,
-        builder: reqwest::ClientBuilder,
-    ) -> Result<reqwest::Client, TlsError> {
-        let read = |path: &Path| std::fs::read(path).map_err(|e| file_error(path, e));
-        let mut identity = read(&self.key)?;
-        identity.push(b'\n');
-        identity.extend(read(&self.cert)?);
-        let identity = reqwest::Identity::from_pem(&identity)
-            .map_err(|e| TlsError::Config(format!("this node's certificate and key: {e}")))?;
-        let mut builder = builder
-            .use_rustls_tls()
-            .tls_built_in_root_certs(false)
-            .identity(identity);
-        for cert in read_certs(&self.ca)? {
-            let cert = reqwest::Certificate::from_der(cert.as_ref())
-                .map_err(|e| file_error(&self.ca, e))?;
-            builder = builder.add_root_certificate(cert);
-        }
-        builder.build().map_err(|e| TlsError::Config(e.to_string()))
-    }
-
     /// A connector for the Raft links (`network::link`): trusts only the CA, presents this
     /// node's certificate, and offers HTTP/1.1 alone.
     pub(crate) fn connector(&self) -> Result<tokio_rustls::TlsConnector, TlsError> {

@@ -1,10 +1,11 @@
 //! Outgoing peer calls. Raft RPCs go over each target's own link (`link.rs`, driven by
-//! the replication task); the node's forwarded requests over one shared `reqwest::Client`
-//! (a connection pool). Connection failures become `Unreachable`, so openraft backs off
+//! the replication task); each of the node's other calls (forwarded requests, membership
+//! changes) over a link of its own, made for the call on a connection an earlier one left
+//! idle (decision #135). Connection failures become `Unreachable`, so openraft backs off
 //! instead of hammering a dead peer.
 
 use super::link::{IdleLinks, PeerLink};
-use super::{COMMITTED_HEADER, SECRET_HEADER, parse_log_id};
+use super::{COMMITTED_HEADER, parse_log_id};
 use crate::codec;
 use crate::tls::PeerTls;
 use crate::types::{LogId, NodeAddr, NodeId, RpcError, TypeConfig};
@@ -36,12 +37,9 @@ pub enum PeerError {
 /// A cheap, cloneable client for peer calls.
 #[derive(Clone)]
 pub struct PeerClient {
-    /// Swapped whole when the TLS files are re-read.
-    http: Arc<std::sync::RwLock<reqwest::Client>>,
-    /// The Raft links' TLS connector, swapped whole with `http`.
+    /// The links' TLS connector, swapped whole when the TLS files are re-read.
     connector: Arc<std::sync::RwLock<Option<tokio_rustls::TlsConnector>>>,
-    secret: Option<crate::Secret>,
-    /// The secret as the Raft links send it, built once (marked sensitive: never logged);
+    /// The secret as the links send it, built once (marked sensitive: never logged);
     /// `Some(None)` for a secret that is not a valid header value.
     secret_header: Option<Option<hyper::header::HeaderValue>>,
     tls: Option<PeerTls>,
@@ -55,9 +53,8 @@ impl PeerClient {
         secret: Option<crate::Secret>,
         tls: Option<PeerTls>,
     ) -> Result<PeerClient, PeerError> {
-        let http = Self::build(tls.as_ref())?;
         let connector = Self::connector_for(tls.as_ref())?;
-        // A secret that cannot be a header fails each Raft call, as it did through reqwest.
+        // A secret that cannot be a header fails each call.
         let secret_header = secret.as_ref().map(|secret| {
             let mut value = hyper::header::HeaderValue::from_str(secret.expose()).ok()?;
             value.set_sensitive(true);
@@ -65,27 +62,10 @@ impl PeerClient {
         });
         Ok(PeerClient {
             secret_header,
-            http: Arc::new(std::sync::RwLock::new(http)),
             connector: Arc::new(std::sync::RwLock::new(connector)),
             idle: Arc::default(),
-            secret,
             tls,
         })
-    }
-
-    fn build(tls: Option<&PeerTls>) -> Result<reqwest::Client, PeerError> {
-        let builder = reqwest::Client::builder()
-            .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(30))
-            .connect_timeout(Duration::from_secs(1));
-        match tls {
-            Some(tls) => tls
-                .http_client(builder)
-                .map_err(|e| PeerError::Network(e.to_string())),
-            None => builder
-                .build()
-                .map_err(|e| PeerError::Network(e.to_string())),
-        }
     }
 
     fn connector_for(
@@ -99,9 +79,7 @@ impl PeerClient {
     /// Re-reads this node's certificate, key and CA (new connections use them).
     pub fn reload_tls(&self) -> Result<(), PeerError> {
         if self.tls.is_some() {
-            let http = Self::build(self.tls.as_ref())?;
             let connector = Self::connector_for(self.tls.as_ref())?;
-            *self.http.write().unwrap_or_else(|e| e.into_inner()) = http;
             *self.connector.write().unwrap_or_else(|e| e.into_inner()) = connector;
         }
         Ok(())
@@ -131,10 +109,6 @@ impl PeerClient {
             .clone()
     }
 
-    fn http(&self) -> reqwest::Client {
-        self.http.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
     /// POSTs a bincode body to `http(s)://{addr}{path}` and decodes the bincode reply.
     pub async fn call<Req: Serialize, Resp: DeserializeOwned>(
         &self,
@@ -156,34 +130,12 @@ impl PeerClient {
         timeout: Duration,
     ) -> Result<(Resp, Option<LogId>), PeerError> {
         let bytes = codec::encode(body).map_err(|e| PeerError::Network(e.to_string()))?;
-        let scheme = if self.tls.is_some() { "https" } else { "http" };
-        let mut request = self
-            .http()
-            .post(format!("{scheme}://{addr}{path}"))
-            .timeout(timeout)
-            .body(bytes);
-        if let Some(secret) = &self.secret {
-            request = request.header(SECRET_HEADER, secret.expose());
-        }
-        let response = request.send().await.map_err(|e| {
-            if e.is_connect() {
-                PeerError::Unreachable(e.to_string())
-            } else {
-                PeerError::Network(e.to_string())
-            }
-        })?;
-        if !response.status().is_success() {
-            return Err(PeerError::Refused(response.status().as_u16()));
-        }
-        let committed = response
-            .headers()
+        let mut link = PeerLink::new(self.clone(), addr.to_owned());
+        let (headers, body) = link.call_with_headers(path, bytes, timeout).await?;
+        let committed = headers
             .get(COMMITTED_HEADER)
             .and_then(|v| v.to_str().ok())
             .and_then(parse_log_id);
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| PeerError::Network(e.to_string()))?;
         let reply =
             codec::decode(&body).map_err(|e| PeerError::Network(format!("decode reply: {e}")))?;
         Ok((reply, committed))

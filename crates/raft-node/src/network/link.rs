@@ -5,12 +5,15 @@
 //! shared `reqwest` pool every RPC also crossed to the pool's connection task and back,
 //! two task wake-ups per RPC on the leader's commit path. The wire is unchanged (the
 //! same POST, bincode body and secret header), so the peer's server needs no change.
+//! Since decision #135 a node's other peer calls (forwarded requests, membership changes,
+//! identity checks) take a link for the call too, and the `reqwest` pool is gone.
 
 use super::SECRET_HEADER;
 use super::client::{PeerClient, PeerError};
 use bytes::Bytes;
 use futures_util::FutureExt;
 use http_body_util::{BodyExt, Full};
+use hyper::HeaderMap;
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use rustls_pki_types::ServerName;
@@ -25,8 +28,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// The connection's I/O driver: it makes progress only while it is polled.
 type Driver = Pin<Box<dyn Future<Output = hyper::Result<()>> + Send>>;
 
-/// Idle connections kept per peer address for the next link to that peer.
-const IDLE_PER_PEER: usize = 4;
+/// Idle connections kept per peer address for the next link to that peer: enough for
+/// the requests a node forwards to its leader at once (each takes a connection for its
+/// call) to find one open, up to 64 at a time. Past that, the extra connections close
+/// after their call.
+const IDLE_PER_PEER: usize = 64;
 
 /// Connections of links that were dropped, by peer address, for the next link to take.
 /// openraft makes a new `RaftNetwork` for every leadership confirmation (each
@@ -92,6 +98,16 @@ impl PeerLink {
         body: Vec<u8>,
         timeout: Duration,
     ) -> Result<Bytes, PeerError> {
+        Ok(self.call_with_headers(path, body, timeout).await?.1)
+    }
+
+    /// [`call`](Self::call), with the reply's headers.
+    pub(crate) async fn call_with_headers(
+        &mut self,
+        path: &str,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<(HeaderMap, Bytes), PeerError> {
         let result = match tokio::time::timeout(timeout, self.exchange(path, body)).await {
             Ok(result) => result,
             Err(_) => Err(PeerError::Network(format!(
@@ -105,7 +121,11 @@ impl PeerLink {
         result
     }
 
-    async fn exchange(&mut self, path: &str, body: Vec<u8>) -> Result<Bytes, PeerError> {
+    async fn exchange(
+        &mut self,
+        path: &str,
+        body: Vec<u8>,
+    ) -> Result<(HeaderMap, Bytes), PeerError> {
         // This link's connection, else one a dropped link left, whichever is still alive.
         let reused = self
             .open
@@ -131,12 +151,12 @@ impl PeerLink {
         let answer = async {
             sender.ready().await.map_err(network)?;
             let response = sender.send_request(request).await.map_err(network)?;
-            let status = response.status();
-            let body = response.into_body().collect().await.map_err(network)?;
-            if !status.is_success() {
-                return Err(PeerError::Refused(status.as_u16()));
+            let (parts, body) = response.into_parts();
+            let body = body.collect().await.map_err(network)?;
+            if !parts.status.is_success() {
+                return Err(PeerError::Refused(parts.status.as_u16()));
             }
-            Ok(body.to_bytes())
+            Ok((parts.headers, body.to_bytes()))
         };
         tokio::pin!(answer);
         tokio::select! {
@@ -367,6 +387,47 @@ mod tests {
         let mut next = PeerLink::new(client, addr);
         let second = next.call("/who", Vec::new(), SECOND).await.unwrap();
         assert_ne!(first, second, "a new connection");
+        server.abort();
+    }
+
+    /// Calls made the way a node forwards requests (`PeerClient::call_noting`, a link per
+    /// call since decision #135): sixteen at once, then sixteen more, and the second round
+    /// runs on connections the first one left; each answer brings back the committed entry
+    /// its header names.
+    #[tokio::test]
+    async fn calls_at_once_share_connections_and_bring_back_the_committed_entry() {
+        use crate::network::{COMMITTED_HEADER, parse_log_id};
+        let app = Router::new().route(
+            "/who",
+            post(
+                |axum::extract::ConnectInfo(from): axum::extract::ConnectInfo<SocketAddr>| async move {
+                    let body = crate::codec::encode(&from.to_string()).unwrap();
+                    ([(COMMITTED_HEADER, "3-1-7")], body)
+                },
+            ),
+        );
+        let (addr, server) = serve_with_addresses(app).await;
+        let client = PeerClient::new(None, None).unwrap();
+        let committed = parse_log_id("3-1-7");
+        let round = || async {
+            let calls =
+                (0..16).map(|_| client.call_noting::<(), String>(&addr, "/who", &(), SECOND));
+            let mut callers = std::collections::BTreeSet::new();
+            for answer in futures_util::future::join_all(calls).await {
+                let (from, named) = answer.unwrap();
+                assert_eq!(named, committed);
+                callers.insert(from);
+            }
+            callers
+        };
+        let first = round().await;
+        assert_eq!(
+            first.len(),
+            16,
+            "sixteen calls at once, sixteen connections"
+        );
+        let second = round().await;
+        assert!(second.is_subset(&first), "{second:?} not within {first:?}");
         server.abort();
     }
 
