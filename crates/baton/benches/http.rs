@@ -890,7 +890,7 @@ fn flush_round(dir: &std::path::Path, flushers: usize) -> Vec<f64> {
     kth.into_iter().map(median).collect()
 }
 
-/// `disk`: lone flushes against three at once, alternating, three times.
+/// `disk`: a lone flush, two at once and three at once, in turn, three times.
 fn disk() {
     let dir = tempfile::tempdir().unwrap();
     let (mut lone, mut second, mut pair) = (Vec::new(), Vec::new(), Vec::new());
@@ -906,13 +906,11 @@ fn disk() {
         pair.push(two[1]);
         second.push(three[1]);
     }
+    let (lone, second, pair) = (median(lone), median(second), median(pair));
     println!(
-        "medians of 3: a flush alone {:.0} µs; the second of three at once (a commit's quorum of durable copies) {:.0} µs, {:.2}x; the second of two at once {:.0} µs, {:.2}x",
-        median(lone.clone()),
-        median(second.clone()),
-        median(second) / median(lone.clone()),
-        median(pair.clone()),
-        median(pair) / median(lone)
+        "medians of 3: a flush alone {lone:.0} µs; the second of three at once (a commit's quorum of durable copies) {second:.0} µs, {:.2}x; the second of two at once {pair:.0} µs, {:.2}x",
+        second / lone,
+        pair / lone
     );
 }
 
@@ -955,21 +953,21 @@ const LOOPBACK_ROUNDS: usize = 2_000;
 /// spent anywhere (two loopback round trips, client to leader and leader to follower, plus
 /// the second of three concurrent flushes), next to etcd's and baton's measured puts in
 /// the same attempts, and half of etcd's (what 2x etcd's throughput needs).
-fn floor(window: Duration) {
+/// Without etcd on the PATH (`options` says so), the floor and baton's put only.
+fn floor(o: &Options) {
+    let window = o.window;
     let row = ROWS.iter().find(|r| r.label == "kv put, 1 client").unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let etcd_found = Command::new("etcd").arg("--version").output().is_ok();
     runtime.block_on(async {
         let http = reqwest::Client::new();
         let baton = start_baton(&http, 3).await;
-        let etcd = if etcd_found {
+        let etcd = if o.systems.contains(&System::Etcd) {
             Some(start_etcd(&http).await)
         } else {
-            println!("etcd not found on the PATH (Debian etcd-server): the floor and baton only");
             None
         };
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -1004,7 +1002,7 @@ fn floor(window: Duration) {
 
 fn main() {
     if std::env::args().any(|a| a == "floor") {
-        floor(options().window);
+        floor(&options());
         return;
     }
     if std::env::args().any(|a| a == "disk") {
