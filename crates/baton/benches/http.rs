@@ -946,6 +946,9 @@ fn loopback_round_trip() -> f64 {
     median(times)
 }
 
+/// How long fresh clusters are left to settle before anything is measured on them.
+const SETTLE: Duration = Duration::from_secs(2);
+
 /// Round trips per loopback measurement of `floor`.
 const LOOPBACK_ROUNDS: usize = 2_000;
 
@@ -970,7 +973,7 @@ fn floor(o: &Options) {
         } else {
             None
         };
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        tokio::time::sleep(SETTLE).await;
         let (mut floors, mut batons, mut etcds) = (Vec::new(), Vec::new(), Vec::new());
         for attempt in 0..3 {
             let flushes = flush_round(dir.path(), 3);
@@ -1047,7 +1050,7 @@ fn main() {
             }
             // Idle: settle, then the same window with no client (the other cluster idles
             // too).
-            tokio::time::sleep(Duration::from_secs(2)).await;
+            tokio::time::sleep(SETTLE).await;
             for (s, cluster) in clusters.iter().enumerate() {
                 let before = cluster.cpu();
                 tokio::time::sleep(o.window).await;

@@ -101,7 +101,7 @@ impl PeerClient {
         &self.idle
     }
 
-    /// The Raft links' TLS connector, if the cluster uses TLS.
+    /// The links' TLS connector, if the cluster uses TLS.
     pub(super) fn connector(&self) -> Option<tokio_rustls::TlsConnector> {
         self.connector
             .read()
