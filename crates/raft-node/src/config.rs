@@ -40,6 +40,10 @@ pub struct NodeConfig {
     pub logs_kept_behind_snapshot: u64,
     /// Entries per AppendEntries.
     pub append_entries_max: u64,
+    /// A leader sends new entries to its spare followers (those beyond what a commit
+    /// needs, while the others keep up) at most this often instead of once per write
+    /// (decision #136); 0 sends to every follower at once.
+    pub spare_batch_ms: u64,
     /// Bytes per AppendEntries (at least one entry is always sent).
     pub append_bytes_max: usize,
     /// Shared secret every peer request must carry (`None`: none required).
@@ -95,6 +99,7 @@ impl NodeConfig {
             snapshot_logs_since_last: 10_000,
             logs_kept_behind_snapshot: 1_000,
             append_entries_max: 512,
+            spare_batch_ms: 10,
             append_bytes_max: 4 << 20,
             cluster_secret: None,
             peer_tls: None,
@@ -247,6 +252,8 @@ pub struct RaftTuning {
     pub member_catchup_timeout_ms: Option<u64>,
     /// How far behind the leader's log a member may be and still count as caught up.
     pub member_lag_max: Option<u64>,
+    /// How often at most a leader sends new entries to a spare follower (0: at once).
+    pub spare_batch_ms: Option<u64>,
 }
 
 impl RaftTuning {
@@ -279,6 +286,7 @@ impl RaftTuning {
             self.member_catchup_timeout_ms,
         );
         set(&mut config.member_lag_max, self.member_lag_max);
+        set(&mut config.spare_batch_ms, self.spare_batch_ms);
     }
 }
 
@@ -456,12 +464,14 @@ mod tests {
     #[test]
     fn the_raft_table_sets_what_it_names_and_nothing_else() {
         let file: ClusterFile = toml::from_str(
-            "[raft]\nsnapshot_logs_since_last = 200\nlogs_kept_behind_snapshot = 50\n\n[[node]]\nid = 1\napi = \"127.0.0.1:1\"\npeer = \"127.0.0.1:2\"\n",
+            "[raft]\nsnapshot_logs_since_last = 200\nlogs_kept_behind_snapshot = 50\nspare_batch_ms = 0\n\n[[node]]\nid = 1\napi = \"127.0.0.1:1\"\npeer = \"127.0.0.1:2\"\n",
         )
         .unwrap();
         let config = file.node_config(1, Path::new("/srv")).unwrap();
         assert_eq!(config.snapshot_logs_since_last, 200);
         assert_eq!(config.logs_kept_behind_snapshot, 50);
+        assert_eq!(config.spare_batch_ms, 0);
+        assert_eq!(NodeConfig::default_single().spare_batch_ms, 10);
         assert_eq!(
             config.heartbeat_ms,
             NodeConfig::default_single().heartbeat_ms

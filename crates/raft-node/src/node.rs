@@ -73,6 +73,9 @@ struct NodeInner {
     /// the leader's answer names the committed entry (#131; a leader of an older version
     /// ignores the query and sends this node a heartbeat, or every node one). Built once.
     forwarded_propose_path: String,
+    /// Where this node forwards a read index: `/baton/read_index?from=<this node>`, so
+    /// the leader does not treat it as a spare (#136). Built once.
+    forwarded_read_path: String,
     cancel: CancellationToken,
     tracker: TaskTracker,
     db: sled::Db,
@@ -181,6 +184,7 @@ impl Node {
         )
         .await
         .map_err(|e| NodeError::Storage(e.to_string()))?;
+        raft.pace_spare_followers(Duration::from_millis(config.spare_batch_ms));
         let peer_addr = listener
             .local_addr()
             .map_err(|e| NodeError::Config(e.to_string()))?;
@@ -194,9 +198,12 @@ impl Node {
             Route::Propose.path(),
             config.id
         );
+        let forwarded_read_path =
+            format!("{}?{FORWARDED_FROM}={}", Route::ReadIndex.path(), config.id);
         let node = Node {
             inner: Arc::new(NodeInner {
                 forwarded_propose_path,
+                forwarded_read_path,
                 config,
                 raft: raft.clone(),
                 sm: shared,
@@ -395,7 +402,11 @@ impl Node {
         notice: bool,
     ) -> Result<(Applied, Option<LogId>), NodeError> {
         proposal.validate_from_outside(&self.inner.config.limits)?;
+        self.prefer(from);
         let (applied, log_id) = self.propose_logged(proposal).await?;
+        // Again once committed: a held-open acquire may have waited longer than a
+        // preference lasts, and the follower must now receive the entry at once.
+        self.prefer(from);
         if notice {
             return Ok((applied, Some(log_id)));
         }
@@ -408,6 +419,27 @@ impl Node {
             tracing::debug!("no heartbeat after a forwarded write: raft has stopped");
         }
         Ok((applied, None))
+    }
+
+    /// A follower (`from`, if it said) serves clients through this leader: it is never a
+    /// spare for a while, so it receives new entries at once instead of in batches
+    /// (decision #136), and can apply the writes and reads it forwards without waiting.
+    fn prefer(&self, from: Option<NodeId>) {
+        if let Some(follower) = from {
+            self.inner.raft.prefer_replication_to(follower);
+        }
+    }
+
+    /// A read index a follower (`from`, if it said) asked for: as
+    /// [`read_index_here`](Self::read_index_here), and that follower is preferred.
+    pub(crate) async fn read_index_forwarded(
+        &self,
+        from: Option<NodeId>,
+    ) -> Result<u64, NodeError> {
+        self.prefer(from);
+        let index = self.read_index_here().await?;
+        self.prefer(from);
+        Ok(index)
     }
 
     /// Proposes on this node, which must be the leader.
@@ -759,6 +791,7 @@ impl Node {
                         self.inner.stats.forwarded(route.path());
                         let path = match route {
                             Route::Propose => &self.inner.forwarded_propose_path,
+                            Route::ReadIndex => &self.inner.forwarded_read_path,
                             _ => route.path(),
                         };
                         let (reply, committed) = self.forward(&addr.peer, path, &request).await?;

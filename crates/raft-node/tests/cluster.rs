@@ -5,7 +5,7 @@
 
 mod common;
 
-use baton_raft_node::NodeConfig;
+use baton_raft_node::{NodeConfig, NodeId};
 use baton_state_machine::*;
 use common::*;
 use std::time::Duration;
@@ -602,5 +602,117 @@ async fn a_commit_notice_is_believed_only_from_the_leader_that_made_the_entry() 
             .unwrap()
             .unwrap();
     }
+    cluster.shutdown().await;
+}
+
+/// Three nodes whose leader holds entries for a spare follower for a minute (decision
+/// #136), with heartbeats (and so AppendEntries timeouts) ten seconds apart: within five
+/// seconds, only the pacer's own wake-ups can move a spare. Returns the cluster, its
+/// leader, the follower a commit needs (the lower id) and the spare.
+async fn cluster_with_a_spare() -> (Cluster, NodeId, NodeId, NodeId) {
+    let cluster = cluster_without_heartbeats_and(|c| c.spare_batch_ms = 60_000).await;
+    let leader = cluster.leader().await;
+    let mut followers = (1..=3).filter(|id| *id != leader);
+    let (needed, spare) = (followers.next().unwrap(), followers.next().unwrap());
+    (cluster, leader, needed, spare)
+}
+
+/// Long enough for any wake-up on this machine, far shorter than a batch or an RPC timeout.
+const PROMPTLY: Duration = Duration::from_secs(5);
+
+/// With one follower enough for a commit, a leader sends new entries to the other (the
+/// spare) at most once per batch interval; writes commit on the leader's copy and the
+/// first follower's. When that follower stops, the spare stands in at once instead of at
+/// its next batch, a minute away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spare_follower_gets_entries_in_batches_and_stands_in_when_the_other_stops() {
+    let (mut cluster, leader, needed, spare) = cluster_with_a_spare().await;
+    let node = cluster.node(leader).clone();
+    for i in 0..20 {
+        node.propose(put(&format!("k{i}"), "v")).await.unwrap();
+    }
+    let last = node.status().last_log_index;
+    assert_eq!(cluster.node(needed).status().last_log_index, last);
+    let spare_last = cluster.node(spare).status().last_log_index;
+    assert!(
+        spare_last < last,
+        "the spare holds every entry ({spare_last} of {last}): it was not batched"
+    );
+
+    cluster.stop(needed).await;
+    let written = tokio::time::timeout(PROMPTLY, node.propose(put("after", "1")))
+        .await
+        .expect("committed with the spare's copy long before its next batch")
+        .unwrap();
+    assert!(matches!(written.response, Response::Put { .. }));
+    let spare_node = cluster.node(spare).clone();
+    spare_node
+        .wait_applied(node.status().applied_index, PROMPTLY)
+        .await
+        .unwrap();
+    assert_eq!(value_of(&spare_node, "after").as_deref(), Some("1"));
+    assert_eq!(value_of(&spare_node, "k19").as_deref(), Some("v"));
+    cluster.shutdown().await;
+}
+
+/// A spare that stalls does not slow commits: when the follower a commit needs stops
+/// answering (its disk stalls), the spare is sent its entries without waiting out its
+/// batch interval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_whose_disk_stalls_hands_its_place_to_the_spare() {
+    let (cluster, leader, needed, spare) = cluster_with_a_spare().await;
+    let node = cluster.node(leader).clone();
+    node.propose(put("a", "1")).await.unwrap();
+    let held = cluster
+        .node(needed)
+        .log_flush_gate()
+        .clone()
+        .lock_owned()
+        .await;
+    let written = tokio::time::timeout(PROMPTLY, node.propose(put("b", "2")))
+        .await
+        .expect("committed with the spare's copy while the other follower's disk stalls")
+        .unwrap();
+    assert!(matches!(written.response, Response::Put { .. }));
+    let spare_last = cluster.node(spare).status().last_log_index;
+    assert!(spare_last >= node.status().committed_index);
+    drop(held);
+    cluster.shutdown().await;
+}
+
+/// A follower that forwards writes and reads is never a spare while it does: the write
+/// it forwards is applied there, and its linearizable read answered, without waiting for
+/// a spare's batch (here a minute).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_serving_clients_is_not_held_as_a_spare() {
+    let (cluster, leader, _needed, spare) = cluster_with_a_spare().await;
+    cluster
+        .node(leader)
+        .propose(put("first", "1"))
+        .await
+        .unwrap();
+    let node = cluster.node(spare).clone();
+    for i in 0..5 {
+        let (key, value) = (format!("k{i}"), format!("v{i}"));
+        let written = tokio::time::timeout(PROMPTLY, node.propose(put(&key, &value)))
+            .await
+            .expect("a write through the spare is answered long before its next batch")
+            .unwrap();
+        assert!(matches!(written.response, Response::Put { .. }));
+        assert_eq!(value_of(&node, &key).as_deref(), Some(value.as_str()));
+    }
+    // A write on the leader reaches the follower that now serves clients at once, and its
+    // linearizable read sees it.
+    cluster
+        .node(leader)
+        .propose(put("late", "2"))
+        .await
+        .unwrap();
+    let read = tokio::time::timeout(PROMPTLY, node.read(|sm| sm.revision()))
+        .await
+        .expect("a read through the spare is answered long before its next batch")
+        .unwrap();
+    assert!(read >= cluster.node(leader).read_local(|sm| sm.revision()));
+    assert_eq!(value_of(&node, "late").as_deref(), Some("2"));
     cluster.shutdown().await;
 }

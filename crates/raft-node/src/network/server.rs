@@ -187,7 +187,7 @@ fn query_value<'q>(query: &'q str, name: &str) -> Option<&'q str> {
         .map(|(_, value)| value)
 }
 
-/// The node id in a forwarded proposal's query string.
+/// The node id in a forwarded request's query string.
 fn forwarded_from(query: &str) -> Option<NodeId> {
     query_value(query, crate::node::FORWARDED_FROM).and_then(|id| id.parse().ok())
 }
@@ -210,9 +210,13 @@ async fn membership(State(node): State<Node>, body: Bytes) -> Response {
     .await
 }
 
-async fn read_index(State(node): State<Node>, body: Bytes) -> Response {
+/// A forwarded read index; `?from=<id>` names the follower that asked (decision #136).
+async fn read_index(State(node): State<Node>, RawQuery(query): RawQuery, body: Bytes) -> Response {
+    let from = forwarded_from(&query.unwrap_or_default());
     serve(body, |(): ()| async move {
-        node.read_index_here().await.map_err(PeerFailure::from)
+        node.read_index_forwarded(from)
+            .await
+            .map_err(PeerFailure::from)
     })
     .await
 }

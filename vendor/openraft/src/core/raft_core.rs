@@ -77,6 +77,7 @@ use crate::raft::VoteResponse;
 use crate::raft_state::LogIOId;
 use crate::raft_state::LogStateReader;
 use crate::replication;
+use crate::replication::pacer::Pacer;
 use crate::replication::request::Replicate;
 use crate::replication::request_id::RequestId;
 use crate::replication::response::ReplicationResult;
@@ -210,6 +211,10 @@ where
     /// follower has not reached yet because it did not hold the entry: the AppendEntries
     /// from the same leader that brings it commits up to it.
     pub(crate) commit_notice: Option<LogId<C::NodeId>>,
+
+    /// PATCH (baton): which followers are spares, shared with the replication tasks and
+    /// the `Raft` handle (`replication/pacer.rs`, decision #136).
+    pub(crate) pacer: Arc<Pacer<C>>,
 
     pub(crate) span: Span,
 
@@ -840,6 +845,7 @@ where
             self.log_store.get_log_reader().await,
             self.sm_handle.new_snapshot_reader(),
             self.tx_notify.clone(),
+            self.pacer.clone(),
             tracing::span!(parent: &self.span, Level::DEBUG, "replication", id=display(&self.id), target=display(&target)),
         )
     }
@@ -1793,6 +1799,11 @@ where
             }
             Command::RebuildReplicationStreams { targets } => {
                 self.remove_all_replication();
+
+                // PATCH (baton): the pacer ranks the new configuration's followers afresh.
+                let membership = self.engine.state.membership_state.effective().membership();
+                let uniform = membership.get_joint_config().len() == 1;
+                self.pacer.reset(&self.id, membership.voter_ids(), uniform);
 
                 for (target, matching) in targets.iter() {
                     let handle = self.spawn_replication_stream(target.clone(), matching.clone()).await;

@@ -273,6 +273,7 @@ where C: RaftTypeConfig
 
         let sm_handle = worker::Worker::spawn(state_machine, tx_notify.clone());
 
+        let pacer = Arc::new(crate::replication::pacer::Pacer::default());
         let core: RaftCore<C, N, LS, SM> = RaftCore {
             id: id.clone(),
             config: config.clone(),
@@ -300,6 +301,7 @@ where C: RaftTypeConfig
 
             command_state: CommandState::default(),
             commit_notice: None,
+            pacer: pacer.clone(),
             span: core_span,
 
             _p: Default::default(),
@@ -320,9 +322,23 @@ where C: RaftTypeConfig
             core_state: Mutex::new(CoreState::Running(core_handle)),
 
             snapshot: Mutex::new(None),
+            pacer,
         };
 
         Ok(Self { inner: Arc::new(inner) })
+    }
+
+    /// PATCH (baton): replicate to spare followers (those beyond what a commit needs, while
+    /// the others are healthy) in batches at most `batch` apart instead of once per write;
+    /// zero (the default) sends to every follower at once. Takes effect at once.
+    pub fn pace_spare_followers(&self, batch: Duration) {
+        self.inner.pacer.set_batch(batch);
+    }
+
+    /// PATCH (baton): `target` serves clients through this leader (it forwarded a write or
+    /// a read): for a while it is never a spare, so it learns new entries at once.
+    pub fn prefer_replication_to(&self, target: C::NodeId) {
+        self.inner.pacer.prefer(target);
     }
 
     /// Return a handle to update runtime config.

@@ -53,6 +53,10 @@ where C: RaftTypeConfig
     pub(in crate::raft) tx_shutdown: Mutex<Option<OneshotSenderOf<C, ()>>>,
     pub(in crate::raft) core_state: Mutex<CoreState<C::NodeId, C::AsyncRuntime>>,
 
+    /// PATCH (baton): the pacer `RaftCore` and its replication tasks share
+    /// (`replication/pacer.rs`).
+    pub(in crate::raft) pacer: Arc<crate::replication::pacer::Pacer<C>>,
+
     /// The ongoing snapshot transmission.
     pub(in crate::raft) snapshot: Mutex<Option<crate::network::snapshot_transport::Streaming<C>>>,
 }

@@ -2,6 +2,7 @@
 
 pub(crate) mod callbacks;
 pub(crate) mod hint;
+pub(crate) mod pacer;
 mod replication_session_id;
 pub(crate) mod request;
 pub(crate) mod request_id;
@@ -46,6 +47,7 @@ use crate::raft::AppendEntriesRequest;
 use crate::raft::AppendEntriesResponse;
 use crate::replication::callbacks::SnapshotCallback;
 use crate::replication::hint::ReplicationHint;
+use crate::replication::pacer::Pacer;
 use crate::replication::request_id::RequestId;
 use crate::storage::RaftLogReader;
 use crate::storage::RaftLogStorage;
@@ -142,6 +144,14 @@ where
     /// on its own, if no entries or heartbeat carry it before then.
     commit_due: Option<InstantOf<C>>,
 
+    /// PATCH (baton): whether this target is a spare, shared with the node's other
+    /// replication tasks (`pacer.rs`, decision #136).
+    pacer: Arc<Pacer<C>>,
+
+    /// PATCH (baton): when entries last left for this target; a spare holds the next ones
+    /// until the pacer's batch interval has passed since.
+    last_logs_sent: Option<InstantOf<C>>,
+
     /// The log id of the highest log entry which is known to be committed in the cluster.
     committed: Option<LogId<C::NodeId>>,
 
@@ -177,6 +187,7 @@ where
         log_reader: LS::LogReader,
         snapshot_reader: SnapshotReader<C>,
         tx_raft_core: mpsc::UnboundedSender<Notify<C>>,
+        pacer: Arc<Pacer<C>>,
         span: tracing::Span,
     ) -> ReplicationHandle<C> {
         tracing::debug!(
@@ -208,6 +219,8 @@ where
             next_action: None,
             entries_hint: Default::default(),
             commit_due: None,
+            pacer,
+            last_logs_sent: None,
         };
 
         let join_handle = C::AsyncRuntime::spawn(this.main().instrument(span));
@@ -221,6 +234,9 @@ where
     #[tracing::instrument(level="debug", skip(self), fields(session=%self.session_id, target=display(&self.target), cluster=%self.config.cluster_name))]
     async fn main(mut self) -> Result<(), ReplicationClosed> {
         loop {
+            // PATCH (baton): a spare holds its next entries for a batch (pacer.rs).
+            self.hold_for_batch().await?;
+
             let action = self.next_action.take();
 
             let Some(d) = action else {
@@ -241,6 +257,17 @@ where
                 self.commit_due = None;
             }
 
+            // PATCH (baton): the pacer learns how each AppendEntries went (pacer.rs).
+            let sent_at = C::now();
+            let paced = match &d {
+                Data::Logs(_) => {
+                    self.last_logs_sent = Some(sent_at.clone());
+                    Some(true)
+                }
+                Data::Heartbeat => Some(false),
+                _ => None,
+            };
+
             let res = match d {
                 Data::Heartbeat => {
                     let m = &self.matching;
@@ -259,6 +286,17 @@ where
             };
 
             tracing::debug!(res = debug(&res), "replication action done");
+
+            if let Some(with_entries) = paced {
+                match &res {
+                    Ok(_) => {
+                        let took = (C::now() - sent_at).max(Duration::ZERO);
+                        let caught_up = self.matching >= self.committed;
+                        self.pacer.answered(&self.target, with_entries.then_some(took), true, caught_up);
+                    }
+                    Err(_) => self.pacer.answered(&self.target, None, false, false),
+                }
+            }
 
             match res {
                 Ok(next) => {
@@ -332,6 +370,40 @@ where
             };
 
             self.drain_events_with_backoff().await?;
+        }
+    }
+
+    /// PATCH (baton): while this target is a spare (pacer.rs), hold the entries about to
+    /// be sent until the batch interval has passed since the previous ones left, taking
+    /// events meanwhile. Returns at once for anything else, or when the target stops
+    /// being a spare.
+    async fn hold_for_batch(&mut self) -> Result<(), ReplicationClosed> {
+        let Some(last) = self.last_logs_sent.clone() else {
+            return Ok(());
+        };
+        let pacer = self.pacer.clone();
+        loop {
+            if !matches!(self.next_action, Some(Data::Logs(_))) {
+                return Ok(());
+            }
+            let until = last.clone() + pacer.batch();
+            if C::now() >= until {
+                return Ok(());
+            }
+            let changed = pacer.notify().notified();
+            futures::pin_mut!(changed);
+            changed.as_mut().enable();
+            if !pacer.is_spare(&self.target) {
+                return Ok(());
+            }
+            select! {
+                _ = C::sleep_until(until.clone()) => return Ok(()),
+                _ = &mut changed => {}
+                recv_res = self.rx_event.recv() => {
+                    let event = recv_res.ok_or(ReplicationClosed::new("RaftCore closed replication"))?;
+                    self.process_event(event);
+                }
+            }
         }
     }
 
@@ -470,7 +542,22 @@ where
 
         let the_timeout = Duration::from_millis(self.config.heartbeat_interval);
         let option = RPCOption::new(the_timeout);
-        let res = C::timeout(the_timeout, self.network.append_entries(payload, option)).await;
+        let rpc = C::timeout(the_timeout, self.network.append_entries(payload, option));
+        // PATCH (baton): when spares may be holding entries, a request that takes much
+        // longer than this target's usual answer wakes them (pacer.rs).
+        let res = if self.pacer.active() {
+            let stall = self.pacer.stall_after(&self.target);
+            futures::pin_mut!(rpc);
+            select! {
+                res = &mut rpc => res,
+                _ = C::sleep(stall) => {
+                    self.pacer.stalled(&self.target);
+                    rpc.await
+                }
+            }
+        } else {
+            rpc.await
+        };
 
         tracing::debug!("append_entries res: {:?}", res);
 
