@@ -402,11 +402,9 @@ impl Node {
         notice: bool,
     ) -> Result<(Applied, Option<LogId>), NodeError> {
         proposal.validate_from_outside(&self.inner.config.limits)?;
-        self.prefer(from);
-        let (applied, log_id) = self.propose_logged(proposal).await?;
-        // Again once committed: a held-open acquire may have waited longer than a
-        // preference lasts, and the follower must now receive the entry at once.
-        self.prefer(from);
+        let (applied, log_id) = self
+            .for_follower(from, self.propose_logged(proposal))
+            .await?;
         if notice {
             return Ok((applied, Some(log_id)));
         }
@@ -421,13 +419,21 @@ impl Node {
         Ok((applied, None))
     }
 
-    /// A follower (`from`, if it said) serves clients through this leader: it is never a
-    /// spare for a while, so it receives new entries at once instead of in batches
-    /// (decision #136), and can apply the writes and reads it forwards without waiting.
-    fn prefer(&self, from: Option<NodeId>) {
-        if let Some(follower) = from {
-            self.inner.raft.prefer_replication_to(follower);
-        }
+    /// Runs `work` for a follower (`from`, if it said) that serves clients through this
+    /// leader. That follower is never a spare for a while, so it receives new entries at
+    /// once instead of in batches (decision #136) and can apply what it forwarded without
+    /// waiting. It is preferred before `work` and again after it, since a held-open
+    /// acquire may outlast a preference and the follower must then receive the entry.
+    async fn for_follower<T>(&self, from: Option<NodeId>, work: impl Future<Output = T>) -> T {
+        let prefer = || {
+            if let Some(follower) = from {
+                self.inner.raft.prefer_replication_to(follower);
+            }
+        };
+        prefer();
+        let out = work.await;
+        prefer();
+        out
     }
 
     /// A read index a follower (`from`, if it said) asked for: as
@@ -436,10 +442,7 @@ impl Node {
         &self,
         from: Option<NodeId>,
     ) -> Result<u64, NodeError> {
-        self.prefer(from);
-        let index = self.read_index_here().await?;
-        self.prefer(from);
-        Ok(index)
+        self.for_follower(from, self.read_index_here()).await
     }
 
     /// Proposes on this node, which must be the leader.

@@ -545,8 +545,7 @@ where
         let rpc = C::timeout(the_timeout, self.network.append_entries(payload, option));
         // PATCH (baton): when spares may be holding entries, a request that takes much
         // longer than this target's usual answer wakes them (pacer.rs).
-        let res = if self.pacer.active() {
-            let stall = self.pacer.stall_after(&self.target);
+        let res = if let Some(stall) = self.pacer.stall_after(&self.target) {
             futures::pin_mut!(rpc);
             select! {
                 res = &mut rpc => res,

@@ -29,7 +29,7 @@ use crate::type_config::TypeConfigExt;
 use crate::RaftTypeConfig;
 
 /// How long a follower that served a client stays ranked first.
-pub(crate) const PREFER_FOR: Duration = Duration::from_secs(2);
+const PREFER_FOR: Duration = Duration::from_secs(2);
 
 /// A request in flight is stalled after this many times its target's usual answer time...
 const STALL_FACTOR: u32 = 4;
@@ -151,18 +151,16 @@ where C: RaftTypeConfig
         }
     }
 
-    /// How long `target`'s request may be in flight before it counts as stalled.
-    pub(crate) fn stall_after(&self, target: &C::NodeId) -> Duration {
+    /// How long `target`'s request may be in flight before it counts as stalled, or
+    /// `None` when no follower can be a spare now (pacing off, a joint configuration, or
+    /// no more followers than a commit needs), so that stalls are not worth watching.
+    pub(crate) fn stall_after(&self, target: &C::NodeId) -> Option<Duration> {
         let state = self.state();
+        if state.batch.is_zero() || !state.uniform || state.followers.len() <= state.needed {
+            return None;
+        }
         let usual = state.targets.get(target).map_or(0, |t| t.answer_us);
-        (Duration::from_micros(usual) * STALL_FACTOR).clamp(STALL_MIN, state.batch.max(STALL_MIN))
-    }
-
-    /// Whether any follower may be a spare now (pacing on, a uniform configuration with
-    /// more followers than a commit needs), so that stalls are worth watching.
-    pub(crate) fn active(&self) -> bool {
-        let state = self.state();
-        !state.batch.is_zero() && state.uniform && state.followers.len() > state.needed
+        Some((Duration::from_micros(usual) * STALL_FACTOR).clamp(STALL_MIN, state.batch.max(STALL_MIN)))
     }
 
     /// `target`'s request has been in flight longer than [`stall_after`](Self::stall_after).
