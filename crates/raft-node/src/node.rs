@@ -111,6 +111,17 @@ pub struct ClusterStatus {
     pub members: Vec<MemberStatus>,
 }
 
+impl ClusterStatus {
+    /// Ready to serve: this node is a member of the configuration it holds, knows a leader
+    /// and has applied what it knows to be committed. A node without the configuration (not
+    /// received yet, or removed) never starts an election, so the leader it last heard of
+    /// would otherwise stay "known" after that leader died.
+    pub fn ready(&self) -> bool {
+        let member = self.members.iter().any(|m| m.id == self.id);
+        member && self.leader.is_some() && self.applied_index >= self.committed_index
+    }
+}
+
 /// One member in a [`ClusterStatus`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemberStatus {
@@ -1052,6 +1063,47 @@ mod tests {
         .map(|r| (r.path(), ()))
         .collect();
         assert_eq!(paths.len(), 6);
+    }
+
+    /// Node 2 of a 3-node cluster that knows leader 1, with `members` in its configuration.
+    fn follower_status(members: &[NodeId]) -> ClusterStatus {
+        ClusterStatus {
+            id: 2,
+            state: "Follower".into(),
+            leader: Some(1),
+            term: 1,
+            last_log_index: 0,
+            committed_index: 0,
+            applied_index: 0,
+            revision: Revision::default(),
+            snapshot_index: None,
+            purged_index: None,
+            members: members
+                .iter()
+                .map(|id| MemberStatus {
+                    id: *id,
+                    addr: NodeAddr::default(),
+                    voter: true,
+                    matched_index: None,
+                })
+                .collect(),
+        }
+    }
+
+    /// A follower that heard from the leader before it received the configuration (the
+    /// leader died in between) is not ready: it will never elect, and its leader is gone.
+    #[test]
+    fn readiness_needs_membership_a_leader_and_the_commit_applied() {
+        assert!(follower_status(&[1, 2, 3]).ready());
+        assert!(!follower_status(&[]).ready(), "no configuration yet");
+        assert!(!follower_status(&[1, 3]).ready(), "removed");
+        let mut leaderless = follower_status(&[1, 2, 3]);
+        leaderless.leader = None;
+        assert!(!leaderless.ready());
+        let mut behind = follower_status(&[1, 2, 3]);
+        behind.committed_index = 5;
+        behind.applied_index = 4;
+        assert!(!behind.ready());
     }
 
     /// Server metrics of node 1 with `voters` voting and `learners` learning.

@@ -17,15 +17,15 @@ pub(crate) async fn healthz() -> Json<HealthResponse> {
     })
 }
 
-/// A leader is known and this node has applied what it knows to be committed.
+/// This node is a member of the configuration it knows, a leader is known, and it has
+/// applied what it knows to be committed.
 #[utoipa::path(get, path = "/readyz", operation_id = "health_readyz", responses(
     (status = 200, description = "Ready", body = ReadyResponse),
-    (status = 503, description = "Not ready: no leader known, or behind the commit index", body = ReadyResponse),
+    (status = 503, description = "Not ready: not (or not yet, or no longer) a member, no leader known, or behind the commit index", body = ReadyResponse),
 ))]
 pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
     let status = state.node.status();
-    let caught_up = status.applied_index >= status.committed_index;
-    let ready = status.leader.is_some() && caught_up;
+    let ready = status.ready();
     let body = Json(ReadyResponse {
         ready,
         leader: status.leader,
