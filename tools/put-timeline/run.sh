@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Where a single-client put's time goes, from the system calls of a real 3-node cluster.
+#
+#   tools/put-timeline/run.sh <baton binary> [puts]
+#
+# Starts three `baton serve` nodes from a generated cluster file on free loopback ports
+# (data in a temporary directory), warms the leader with 300 puts from a raw-socket
+# client (one keep-alive connection, no HTTP library), then records every system call
+# entry and exit of the three processes with `perf` (from `./.ci/bench-deps`; needs root)
+# while the client does `puts` (default 3 000) back-to-back puts on the leader. Prints the
+# client's rate and latency, then the per-put segments `analyse.py` finds: the leader's
+# CPU before its AppendEntries leaves, each loopback hop, the follower's work around its
+# flush, and the leader's from the reply to the answer. Stops only the processes it
+# started, by PID.
+set -euo pipefail
+bin=$(realpath "$1")
+puts=${2:-3000}
+here=$(dirname "$(realpath "$0")")
+dir=$(mktemp -d)
+pids=()
+cleanup() {
+    [ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2>/dev/null || true
+    wait 2>/dev/null || true
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+apis=()
+for id in 1 2 3; do
+    api=$(free_port); peer=$(free_port); apis+=("$api")
+    printf '[[node]]\nid = %s\napi = "127.0.0.1:%s"\npeer = "127.0.0.1:%s"\ndata_dir = "%s/n%s"\n\n' \
+        "$id" "$api" "$peer" "$dir" "$id" >> "$dir/cluster.toml"
+done
+for id in 1 2 3; do
+    RUST_LOG=warn "$bin" serve --config "$dir/cluster.toml" --node "$id" > "$dir/log$id" 2>&1 &
+    pids+=($!)
+done
+leader=""
+for _ in $(seq 100); do
+    leader=$(curl -sf "127.0.0.1:${apis[0]}/v1/cluster" \
+        | python3 -c 'import json,sys; print(json.load(sys.stdin).get("leader") or "")' 2>/dev/null || true)
+    [ -n "$leader" ] && break
+    sleep 0.1
+done
+[ -n "$leader" ] || { echo "no leader" >&2; exit 1; }
+port=${apis[$((leader - 1))]}
+python3 "$here/client.py" "$port" 300 warm > /dev/null
+perf record -q -e raw_syscalls:sys_enter -e raw_syscalls:sys_exit -o "$dir/perf.data" \
+    -p "$(IFS=,; echo "${pids[*]}")" -- sleep 600 > /dev/null 2>&1 &
+recorder=$!
+sleep 1
+python3 "$here/client.py" "$port" "$puts" put
+kill -INT "$recorder"; wait "$recorder" || true
+perf script -i "$dir/perf.data" -F pid,tid,time,event,trace 2>/dev/null > "$dir/calls.txt"
+python3 "$here/analyse.py" "$dir/calls.txt" "${pids[$((leader - 1))]}"
