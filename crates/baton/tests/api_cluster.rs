@@ -119,18 +119,8 @@ async fn without_a_leader_requests_get_503_no_leader_with_retry_after() {
     // Health still answers; readiness does not, once the survivor's election timer has
     // fired and it no longer names the dead leader (bounded: a loaded machine may be slow).
     assert_eq!(c.get(survivor, "/healthz").await.unwrap().0, 200);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    loop {
-        let (status, body) = c.get(survivor, "/readyz").await.unwrap();
-        if status == 503 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "still ready without a quorum: {body}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    c.wait_unready(survivor, "still ready without a quorum")
+        .await;
 }
 
 /// Every node killed at once and restarted: openraft brings the old leader back in its

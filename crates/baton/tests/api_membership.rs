@@ -82,19 +82,8 @@ async fn a_member_is_added_and_removed_through_the_api() {
     let (_, body) = c.get(leader, "/v1/cluster").await.unwrap();
     assert_eq!(voters(&body), 3, "{body}");
     // The removed node is no longer ready.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    loop {
-        let (status, ready) = c.get(4, "/readyz").await.unwrap();
-        if status == 503 {
-            assert_eq!(ready["ready"], false, "{ready}");
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "a removed node still ready: {ready}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let ready = c.wait_unready(4, "a removed node still ready").await;
+    assert_eq!(ready["ready"], false, "{ready}");
     c.nodes.get_mut(&4).unwrap().kill();
     let (status, _) = c.put(leader, "/v1/kv/last", json!({"value": "x"})).await;
     assert_eq!(status, 200);

@@ -284,6 +284,20 @@ impl Cluster {
         }
     }
 
+    /// Waits (at most 15 s: a loaded machine may be slow) until node `id`'s `/readyz` says
+    /// 503; returns that body. `what` names the expectation in the failure message.
+    pub async fn wait_unready(&self, id: u64, what: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let (status, body) = self.get(id, "/readyz").await.unwrap();
+            if status == 503 {
+                return body;
+            }
+            assert!(Instant::now() < deadline, "{what}: {body}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// The leader's id as node `via` reports it (waits for one).
     pub async fn leader(&self, via: u64) -> u64 {
         let deadline = Instant::now() + Duration::from_secs(30);
