@@ -836,11 +836,19 @@ async fn scale(locks: usize, window: Duration) {
 const DISK_ROUNDS: usize = 400;
 const DISK_WRITE: usize = 200;
 
+/// What [`flush_round`] measured, medians in µs.
+struct Flushes {
+    /// From a round's release until the first, second, ... flush ended.
+    kth_end: Vec<f64>,
+    /// Each thread's own write and flush, from its start (after its stagger) to its end.
+    own: Vec<f64>,
+}
+
 /// `flushers` threads, each with its own file (written once, so a flush changes no file
 /// size, as in sled's preallocated segments), released together `DISK_ROUNDS` times; each
-/// writes `DISK_WRITE` bytes and `fdatasync`s. Per round, the time from the release until
-/// the first, second, ... flush ended; returns the median of each, in µs.
-fn flush_round(dir: &std::path::Path, flushers: usize) -> Vec<f64> {
+/// writes `DISK_WRITE` bytes and `fdatasync`s, thread `i` starting `i * stagger_us` µs
+/// after the release (spinning, so that its start is not a wake-up's).
+fn flush_round(dir: &std::path::Path, flushers: usize, stagger_us: u64) -> Flushes {
     use std::os::unix::fs::FileExt;
     let barrier = Arc::new(std::sync::Barrier::new(flushers));
     let threads: Vec<_> = (0..flushers)
@@ -859,45 +867,59 @@ fn flush_round(dir: &std::path::Path, flushers: usize) -> Vec<f64> {
                     .unwrap();
                 file.sync_all().unwrap();
                 let data = [b'x'; DISK_WRITE];
+                let stagger = Duration::from_micros(stagger_us * i as u64);
                 let mut ends = Vec::with_capacity(DISK_ROUNDS);
                 for round in 0..DISK_ROUNDS {
                     barrier.wait();
                     let released = Instant::now();
+                    while released.elapsed() < stagger {
+                        std::hint::spin_loop();
+                    }
+                    let started = Instant::now();
                     file.write_all_at(&data, (round * DISK_WRITE) as u64)
                         .unwrap();
                     file.sync_data().unwrap();
-                    ends.push((released, Instant::now()));
+                    ends.push((released, started, Instant::now()));
                 }
                 ends
             })
         })
         .collect();
-    let per_thread: Vec<Vec<(Instant, Instant)>> =
+    let per_thread: Vec<Vec<(Instant, Instant, Instant)>> =
         threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let own = per_thread
+        .iter()
+        .map(|t| median(t.iter().map(|r| (r.2 - r.1).as_secs_f64() * 1e6).collect()))
+        .collect();
     // The k-th flush to end in each round, measured from the earliest release of that round.
     let mut kth: Vec<Vec<f64>> = vec![Vec::new(); flushers];
     for round in 0..DISK_ROUNDS {
         let start = per_thread.iter().map(|t| t[round].0).min().unwrap();
         let mut ends: Vec<f64> = per_thread
             .iter()
-            .map(|t| (t[round].1 - start).as_secs_f64() * 1e6)
+            .map(|t| (t[round].2 - start).as_secs_f64() * 1e6)
             .collect();
         ends.sort_by(f64::total_cmp);
         for (k, end) in ends.into_iter().enumerate() {
             kth[k].push(end);
         }
     }
-    kth.into_iter().map(median).collect()
+    Flushes {
+        kth_end: kth.into_iter().map(median).collect(),
+        own,
+    }
 }
 
-/// `disk`: a lone flush, two at once and three at once, in turn, three times.
+/// `disk`: a lone flush, two at once and three at once, in turn, three times; then two
+/// flushes with the second started 0 to 120 µs after the first, as a leader's own flush
+/// and its follower's are when the nodes share one disk.
 fn disk() {
     let dir = tempfile::tempdir().unwrap();
     let (mut lone, mut second, mut pair) = (Vec::new(), Vec::new(), Vec::new());
     for attempt in 0..3 {
-        let one = flush_round(dir.path(), 1);
-        let two = flush_round(dir.path(), 2);
-        let three = flush_round(dir.path(), 3);
+        let one = flush_round(dir.path(), 1, 0).kth_end;
+        let two = flush_round(dir.path(), 2, 0).kth_end;
+        let three = flush_round(dir.path(), 3, 0).kth_end;
         println!(
             "attempt {attempt}: one flush alone {:.0} µs; two at once: first {:.0}, second {:.0} µs; three at once: first {:.0}, second {:.0}, third {:.0} µs",
             one[0], two[0], two[1], three[0], three[1], three[2]
@@ -912,6 +934,13 @@ fn disk() {
         second / lone,
         pair / lone
     );
+    for stagger in [0, 10, 20, 30, 40, 60, 90, 120] {
+        let own = flush_round(dir.path(), 2, stagger).own;
+        println!(
+            "two flushes, the second {stagger:>3} µs after the first: each from its own start {:.0} and {:.0} µs",
+            own[0], own[1]
+        );
+    }
 }
 
 /// Round trips of `LOOPBACK_ROUNDS` messages of `DISK_WRITE` bytes between two threads
@@ -976,7 +1005,7 @@ fn floor(o: &Options) {
         tokio::time::sleep(SETTLE).await;
         let (mut floors, mut batons, mut etcds) = (Vec::new(), Vec::new(), Vec::new());
         for attempt in 0..3 {
-            let flushes = flush_round(dir.path(), 3);
+            let flushes = flush_round(dir.path(), 3, 0).kth_end;
             let trip = loopback_round_trip();
             let floor_ms = (2.0 * trip + flushes[1]) / 1e3;
             let ours = measure(&baton, row, window).await.p50_ms;
