@@ -376,6 +376,20 @@ struct Measured {
     p50_ms: f64,
     p99_ms: f64,
     cpu_ms_per_op: f64,
+    /// baton only: entries its leader's log grew by over the window, per operation (an
+    /// entry carries a batch of commands, and each is one commit).
+    entries_per_op: Option<f64>,
+}
+
+/// The last index of the leader's log, for baton (etcd's entries hold one request each,
+/// so their count says nothing about its batching).
+async fn log_index(cluster: &Cluster) -> Option<u64> {
+    if cluster.system != System::Baton {
+        return None;
+    }
+    let url = format!("{}/v1/cluster", cluster.leader);
+    let status = reqwest::get(url).await.ok()?.json::<Value>().await.ok()?;
+    status["last_log_index"].as_u64()
 }
 
 async fn send(http: &reqwest::Client, method: reqwest::Method, url: &str, body: Value) -> Value {
@@ -606,9 +620,11 @@ async fn measure(cluster: &Cluster, row: &Row, window: Duration) -> Measured {
     start.wait().await;
     let cpu_before = cluster.cpu();
     let began = Instant::now();
-    tokio::time::sleep(window).await;
+    let index_before = log_index(cluster).await;
+    tokio::time::sleep(window.saturating_sub(began.elapsed())).await;
     let cpu = cluster.cpu() - cpu_before;
     let elapsed = began.elapsed();
+    let index_after = log_index(cluster).await;
     let mut latencies = Vec::new();
     while let Some(done) = tasks.join_next().await {
         latencies.extend(done.unwrap());
@@ -620,6 +636,9 @@ async fn measure(cluster: &Cluster, row: &Row, window: Duration) -> Measured {
         p50_ms: percentile(&latencies, 0.5),
         p99_ms: percentile(&latencies, 0.99),
         cpu_ms_per_op: cpu * 1e3 / ops.max(1.0),
+        entries_per_op: index_before
+            .zip(index_after)
+            .map(|(a, b)| b.saturating_sub(a) as f64 / ops.max(1.0)),
     }
 }
 
@@ -1100,8 +1119,11 @@ fn main() {
                 for s in order {
                     let cluster = &clusters[s];
                     let m = measure(cluster, row, o.window).await;
+                    let entries = m
+                        .entries_per_op
+                        .map_or(String::new(), |e| format!(", {e:.2} log entries/op"));
                     println!(
-                        "run {run} {:?} {}: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, CPU {:.3} ms/op",
+                        "run {run} {:?} {}: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, CPU {:.3} ms/op{entries}",
                         cluster.system, row.label, m.per_sec, m.p50_ms, m.p99_ms, m.cpu_ms_per_op
                     );
                     results.entry((s, row.label)).or_default().push(m);
@@ -1158,5 +1180,17 @@ fn main() {
             ratio(|m| m.per_sec),
             ratio(|m| m.cpu_ms_per_op)
         );
+    }
+    if let Some(s) = o.systems.iter().position(|s| *s == System::Baton) {
+        println!("\nbaton's log entries per operation (medians; each entry is one commit):");
+        for row in &rows {
+            let entries: Vec<f64> = results[&(s, row.label)]
+                .iter()
+                .filter_map(|m| m.entries_per_op)
+                .collect();
+            if !entries.is_empty() {
+                println!("  {}: {:.2}", row.label, median(entries));
+            }
+        }
     }
 }
