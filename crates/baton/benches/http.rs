@@ -164,8 +164,7 @@ async fn start_baton(http: &reqwest::Client, nodes: u64) -> Cluster {
     let deadline = Instant::now() + Duration::from_secs(30);
     let leader = 'found: loop {
         for api in &apis {
-            if let Ok(r) = http.get(format!("http://{api}/v1/cluster")).send().await
-                && let Ok(v) = r.json::<Value>().await
+            if let Some(v) = baton_status(http, &format!("http://{api}")).await
                 && v["state"] == "leader"
             {
                 break 'found format!("http://{api}");
@@ -381,14 +380,19 @@ struct Measured {
     entries_per_op: Option<f64>,
 }
 
+/// A baton node's `/v1/cluster` answer (`base` is `http://host:port`), if it gave one.
+async fn baton_status(http: &reqwest::Client, base: &str) -> Option<Value> {
+    let r = http.get(format!("{base}/v1/cluster")).send().await.ok()?;
+    r.json::<Value>().await.ok()
+}
+
 /// The last index of the leader's log, for baton (etcd's entries hold one request each,
 /// so their count says nothing about its batching).
 async fn log_index(cluster: &Cluster) -> Option<u64> {
     if cluster.system != System::Baton {
         return None;
     }
-    let url = format!("{}/v1/cluster", cluster.leader);
-    let status = reqwest::get(url).await.ok()?.json::<Value>().await.ok()?;
+    let status = baton_status(&reqwest::Client::new(), &cluster.leader).await?;
     status["last_log_index"].as_u64()
 }
 
@@ -863,6 +867,14 @@ struct Flushes {
     own: Vec<f64>,
 }
 
+/// One thread's round in [`flush_round`].
+struct Round {
+    released: Instant,
+    /// After the thread's stagger.
+    started: Instant,
+    ended: Instant,
+}
+
 /// `flushers` threads, each with its own file (written once, so a flush changes no file
 /// size, as in sled's preallocated segments), released together `DISK_ROUNDS` times; each
 /// writes `DISK_WRITE` bytes and `fdatasync`s, thread `i` starting `i * stagger_us` µs
@@ -898,25 +910,34 @@ fn flush_round(dir: &std::path::Path, flushers: usize, stagger_us: u64) -> Flush
                     file.write_all_at(&data, (round * DISK_WRITE) as u64)
                         .unwrap();
                     file.sync_data().unwrap();
-                    ends.push((released, started, Instant::now()));
+                    ends.push(Round {
+                        released,
+                        started,
+                        ended: Instant::now(),
+                    });
                 }
                 ends
             })
         })
         .collect();
-    let per_thread: Vec<Vec<(Instant, Instant, Instant)>> =
-        threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let per_thread: Vec<Vec<Round>> = threads.into_iter().map(|t| t.join().unwrap()).collect();
     let own = per_thread
         .iter()
-        .map(|t| median(t.iter().map(|r| (r.2 - r.1).as_secs_f64() * 1e6).collect()))
+        .map(|t| {
+            median(
+                t.iter()
+                    .map(|r| (r.ended - r.started).as_secs_f64() * 1e6)
+                    .collect(),
+            )
+        })
         .collect();
     // The k-th flush to end in each round, measured from the earliest release of that round.
     let mut kth: Vec<Vec<f64>> = vec![Vec::new(); flushers];
     for round in 0..DISK_ROUNDS {
-        let start = per_thread.iter().map(|t| t[round].0).min().unwrap();
+        let start = per_thread.iter().map(|t| t[round].released).min().unwrap();
         let mut ends: Vec<f64> = per_thread
             .iter()
-            .map(|t| (t[round].2 - start).as_secs_f64() * 1e6)
+            .map(|t| (t[round].ended - start).as_secs_f64() * 1e6)
             .collect();
         ends.sort_by(f64::total_cmp);
         for (k, end) in ends.into_iter().enumerate() {
