@@ -69,6 +69,10 @@ pub struct NodeConfig {
     /// flushes one entry at a time, so one in flight (the default) makes the fullest
     /// batches: everything queued during a commit goes into the next entry.
     pub batches_in_flight_max: usize,
+    /// An entry made only of acquires that will join a lock's or semaphore's queue waits
+    /// up to this long for another kind of proposal (a release) to carry with it
+    /// (decision #138); 0 sends it at once.
+    pub queue_join_hold_us: u64,
     /// How often the leader checkpoints remaining lease TTLs through the log.
     pub lease_checkpoint_interval_ms: u64,
     /// Limits on client input (spec §3); `ttl_ms_min` must cover two election timeouts.
@@ -81,6 +85,10 @@ pub struct NodeConfig {
     /// keeps the bounds it was made with.
     pub bounds: Bounds,
 }
+
+/// The longest `queue_join_hold_us` accepted: a queued acquire's wait is counted in
+/// milliseconds, so holding its entry longer than this would show.
+pub const QUEUE_JOIN_HOLD_US_MAX: u64 = 100_000;
 
 impl NodeConfig {
     /// A single-node cluster with spec §4's defaults for addresses and timing.
@@ -110,6 +118,7 @@ impl NodeConfig {
             batch_proposals_max: 512,
             batch_bytes_max: 1 << 20,
             batches_in_flight_max: 1,
+            queue_join_hold_us: 1_000,
             lease_checkpoint_interval_ms: 5_000,
             limits: Limits::default(),
             sled_cache_bytes: 16 << 20,
@@ -185,6 +194,12 @@ impl NodeConfig {
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return bad(format!("{name} must be positive"));
         }
+        if self.queue_join_hold_us > QUEUE_JOIN_HOLD_US_MAX {
+            return bad(format!(
+                "queue_join_hold_us {} is above {QUEUE_JOIN_HOLD_US_MAX}",
+                self.queue_join_hold_us
+            ));
+        }
         if self.append_entries_max == 0 || self.snapshot_logs_since_last == 0 {
             return bad("append_entries_max and snapshot_logs_since_last must be positive".into());
         }
@@ -254,6 +269,8 @@ pub struct RaftTuning {
     pub member_lag_max: Option<u64>,
     /// How often at most a leader sends new entries to a spare follower (0: at once).
     pub spare_batch_ms: Option<u64>,
+    /// How long an entry of acquires that will only queue waits for a release (0: none).
+    pub queue_join_hold_us: Option<u64>,
 }
 
 impl RaftTuning {
@@ -287,6 +304,7 @@ impl RaftTuning {
         );
         set(&mut config.member_lag_max, self.member_lag_max);
         set(&mut config.spare_batch_ms, self.spare_batch_ms);
+        set(&mut config.queue_join_hold_us, self.queue_join_hold_us);
     }
 }
 
@@ -464,10 +482,12 @@ mod tests {
     #[test]
     fn the_raft_table_sets_what_it_names_and_nothing_else() {
         let file: ClusterFile = toml::from_str(
-            "[raft]\nsnapshot_logs_since_last = 200\nlogs_kept_behind_snapshot = 50\nspare_batch_ms = 0\n\n[[node]]\nid = 1\napi = \"127.0.0.1:1\"\npeer = \"127.0.0.1:2\"\n",
+            "[raft]\nsnapshot_logs_since_last = 200\nlogs_kept_behind_snapshot = 50\nspare_batch_ms = 0\nqueue_join_hold_us = 250\n\n[[node]]\nid = 1\napi = \"127.0.0.1:1\"\npeer = \"127.0.0.1:2\"\n",
         )
         .unwrap();
-        let config = file.node_config(1, Path::new("/srv")).unwrap();
+        let mut config = file.node_config(1, Path::new("/srv")).unwrap();
+        assert_eq!(config.queue_join_hold_us, 250);
+        assert_eq!(NodeConfig::default_single().queue_join_hold_us, 1_000);
         assert_eq!(config.snapshot_logs_since_last, 200);
         assert_eq!(config.logs_kept_behind_snapshot, 50);
         assert_eq!(config.spare_batch_ms, 0);
@@ -477,6 +497,9 @@ mod tests {
             NodeConfig::default_single().heartbeat_ms
         );
         config.validate().unwrap();
+        config.queue_join_hold_us = QUEUE_JOIN_HOLD_US_MAX + 1;
+        let refused = config.validate().unwrap_err().to_string();
+        assert!(refused.contains("queue_join_hold_us"), "{refused}");
         assert!(
             toml::from_str::<ClusterFile>(
                 "[raft]\nheartbeat = 1\n[[node]]\nid = 1\napi = \"a\"\npeer = \"b\"\n"

@@ -272,6 +272,7 @@ impl Node {
             bytes_max: inner.config.batch_bytes_max,
             in_flight_max: inner.config.batches_in_flight_max,
             answer_within: Duration::from_millis(inner.config.propose_timeout_ms),
+            queue_join_hold: Duration::from_micros(inner.config.queue_join_hold_us),
         };
         tracker.spawn(proposer::run(
             inner.raft.clone(),
@@ -464,6 +465,12 @@ impl Node {
     /// [`propose_here`](Self::propose_here), with the id of the entry that carried it.
     async fn propose_logged(&self, proposal: Proposal) -> Result<(Applied, LogId), NodeError> {
         let bytes = bincode::serialized_size(&proposal).unwrap_or(0) as usize;
+        let joins_queue = self.inner.config.queue_join_hold_us > 0
+            && matches!(
+                proposal.command,
+                Command::LockAcquire(_) | Command::SemaphoreAcquire(_)
+            )
+            && self.inner.sm.query(|sm| sm.joins_queue(&proposal.command));
         let (reply, answer) = oneshot::channel();
         self.inner
             .proposals
@@ -471,6 +478,7 @@ impl Node {
                 proposal,
                 bytes,
                 reply,
+                joins_queue,
             })
             .await
             .map_err(|_| NodeError::Stopped)?;

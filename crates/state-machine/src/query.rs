@@ -2,13 +2,14 @@
 //! its applied state (after a read-index round for linearizable reads).
 
 use crate::claims::holder_info;
+use crate::command::Command;
 use crate::event::{Event, EventFilter};
 use crate::ids::{Fence, LeaseId, Revision};
 use crate::keyspace::KeyValue;
 use crate::lease::{LeaseClockEntry, LeaseInfo};
 use crate::machine::{StateMachine, slot};
 use crate::outcome::{HolderInfo, LockState, Rejection, WaiterInfo};
-use crate::resource::{LockDelay, Policy, Resource, ResourceId, ResourceKind};
+use crate::resource::{Claimant, LockDelay, Policy, Resource, ResourceId, ResourceKind};
 use serde::{Deserialize, Serialize};
 use std::ops::Bound;
 
@@ -158,6 +159,39 @@ impl StateMachine {
             .collect()
     }
 
+    /// Whether `command` is an acquire that, applied now, would only join a queue that
+    /// already has waiters: it waits (`wait_ms` > 0), its claimant neither holds nor waits
+    /// already, and others wait ahead of it, so it cannot be granted before some other
+    /// command (a release, an expiry, a timeout) changes the resource.
+    pub fn joins_queue(&self, command: &Command) -> bool {
+        let (id, lease, owner, wait_ms) = match command {
+            Command::LockAcquire(c) => (
+                ResourceId::lock(c.name.as_str()),
+                c.lease,
+                &c.owner,
+                c.wait_ms,
+            ),
+            Command::SemaphoreAcquire(c) => (
+                ResourceId::semaphore(c.name.as_str()),
+                c.lease,
+                &c.owner,
+                c.wait_ms,
+            ),
+            _ => return false,
+        };
+        if wait_ms == 0 {
+            return false;
+        }
+        let Some(res) = self.resources.get(&id) else {
+            return false;
+        };
+        if res.queue().is_empty() {
+            return false;
+        }
+        let claimant = Claimant::new(lease, owner.as_str());
+        !res.holders.contains_key(&claimant) && !res.queued().contains_key(&claimant)
+    }
+
     /// Whether `fence` is a current grant of the resource.
     pub fn check_fence(&self, id: &ResourceId, fence: Fence) -> FenceCheck {
         let Some(res) = self.resources.get(id) else {
@@ -282,6 +316,38 @@ fn holders(res: &Resource) -> Vec<HolderInfo> {
 mod tests {
     use crate::testing::*;
     use crate::*;
+
+    #[test]
+    fn joins_queue_only_for_an_acquire_behind_waiters_that_neither_holds_nor_waits() {
+        let mut sm = StateMachine::default();
+        let [a, b, c] = [0; 3].map(|_| grant(&mut sm, 10_000));
+        let joins = |sm: &StateMachine, lease, wait_ms| {
+            sm.joins_queue(&lock_cmd("L", lease, "w", Mode::Exclusive, wait_ms))
+        };
+        assert!(!joins(&sm, a, 5_000), "no such lock yet");
+        acquire(&mut sm, "L", a, "w", 0);
+        assert!(!joins(&sm, b, 5_000), "held, but nobody waits");
+        acquire(&mut sm, "L", b, "w", 5_000);
+        assert!(joins(&sm, c, 5_000), "behind b");
+        assert!(!joins(&sm, c, 0), "a try never queues");
+        assert!(!joins(&sm, a, 5_000), "the holder re-enters");
+        assert!(!joins(&sm, b, 5_000), "b already waits");
+        let semaphore = Command::SemaphoreAcquire(SemaphoreAcquire {
+            name: "L".into(),
+            lease: c,
+            owner: "w".into(),
+            limit: 1,
+            permits: 1,
+            wait_ms: 5_000,
+        });
+        assert!(
+            !sm.joins_queue(&semaphore),
+            "a semaphore of that name has no queue"
+        );
+        assert!(!sm.joins_queue(&release_cmd("L", a, "w", None)));
+        release(&mut sm, "L", a, "w", None);
+        assert!(!joins(&sm, c, 5_000), "b holds now and nobody waits");
+    }
 
     #[test]
     fn counts_track_keys_leases_holders_waiters_without_scanning() {

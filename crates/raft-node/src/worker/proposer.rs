@@ -53,6 +53,9 @@ pub(crate) struct Pending {
     pub(crate) bytes: usize,
     /// Where its own `Applied` and its entry's log id (or why there is none) go.
     pub(crate) reply: oneshot::Sender<Answer>,
+    /// It is an acquire that will only join a queue (`StateMachine::joins_queue`): it may
+    /// wait up to `BatchBounds::queue_join_hold` for company.
+    pub(crate) joins_queue: bool,
 }
 
 /// Bounds of one batch and of the pipeline.
@@ -67,6 +70,9 @@ pub(crate) struct BatchBounds {
     /// How long an entry in flight may hold its place before its callers are told that
     /// its outcome is unknown.
     pub(crate) answer_within: Duration,
+    /// How long an entry made only of acquires that will join a queue waits, once it could
+    /// go, for a proposal of another kind to carry with it (zero: it goes at once).
+    pub(crate) queue_join_hold: Duration,
 }
 
 /// The proposer task: batches the queue into entries until `cancel`.
@@ -98,12 +104,28 @@ pub(crate) async fn run<L: Log>(
         let mut batch = vec![first];
         while batch.len() < bounds.proposals_max {
             let Ok(next) = queue.try_recv() else { break };
-            if bytes + next.bytes > bounds.bytes_max {
-                carry = Some(next);
+            if !admit(&mut batch, &mut bytes, &mut carry, next, bounds) {
                 break;
             }
-            bytes += next.bytes;
-            batch.push(next);
+        }
+        // An acquire that will only join a queue cannot be granted before some other
+        // command changes its resource, typically the holder's release, which is often a
+        // few microseconds behind it. Hold such an entry briefly so that the release goes
+        // in it instead of waiting for its commit (decision #138).
+        if carry.is_none() && batch.iter().all(|p| p.joins_queue) {
+            let until = tokio::time::Instant::now() + bounds.queue_join_hold;
+            while batch.len() < bounds.proposals_max {
+                let next = tokio::select! {
+                    p = queue.recv() => p,
+                    () = tokio::time::sleep_until(until) => break,
+                    () = cancel.cancelled() => break,
+                };
+                let Some(next) = next else { break };
+                let urgent = !next.joins_queue;
+                if !admit(&mut batch, &mut bytes, &mut carry, next, bounds) || urgent {
+                    break;
+                }
+            }
         }
         let (proposals, replies): (Vec<_>, Vec<_>) =
             batch.into_iter().map(|p| (p.proposal, p.reply)).unzip();
@@ -139,6 +161,24 @@ pub(crate) async fn run<L: Log>(
     while let Ok(p) = queue.try_recv() {
         stop(p);
     }
+}
+
+/// Adds `next` to `batch` if it fits in `bounds.bytes_max`; otherwise keeps it in `carry`
+/// for the next entry and says the batch is full.
+fn admit(
+    batch: &mut Vec<Pending>,
+    bytes: &mut usize,
+    carry: &mut Option<Pending>,
+    next: Pending,
+    bounds: BatchBounds,
+) -> bool {
+    if *bytes + next.bytes > bounds.bytes_max {
+        *carry = Some(next);
+        return false;
+    }
+    *bytes += next.bytes;
+    batch.push(next);
+    true
 }
 
 fn stop(pending: Pending) {
@@ -232,7 +272,42 @@ mod tests {
         }
     }
 
+    /// A log that keeps every entry unanswered and records its size and when it came.
+    #[derive(Default, Clone)]
+    struct Recording {
+        entries: Arc<Mutex<Vec<(usize, tokio::time::Instant)>>>,
+        kept: Arc<Mutex<Vec<oneshot::Sender<WriteAnswer>>>>,
+    }
+
+    impl Recording {
+        fn entries(&self) -> Vec<(usize, tokio::time::Instant)> {
+            self.entries
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+        }
+    }
+
+    impl Log for Recording {
+        fn write(
+            &self,
+            batch: Batch,
+        ) -> impl Future<Output = Result<oneshot::Receiver<WriteAnswer>, String>> + Send {
+            let (tx, rx) = oneshot::channel();
+            self.entries
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((batch.proposals.len(), tokio::time::Instant::now()));
+            self.kept.lock().unwrap_or_else(|p| p.into_inner()).push(tx);
+            async move { Ok(rx) }
+        }
+    }
+
     fn propose(queue: &mpsc::Sender<Pending>) -> oneshot::Receiver<Answer> {
+        propose_as(queue, false)
+    }
+
+    fn propose_as(queue: &mpsc::Sender<Pending>, joins_queue: bool) -> oneshot::Receiver<Answer> {
         let (reply, answer) = oneshot::channel();
         let proposal = Proposal::from(Command::LeaseGrant(LeaseGrant { ttl_ms: 1_000 }));
         queue
@@ -240,9 +315,102 @@ mod tests {
                 proposal,
                 bytes: 8,
                 reply,
+                joins_queue,
             })
             .expect("room in the queue");
         answer
+    }
+
+    /// Long beside tokio's 1 ms timer resolution.
+    const HOLD: Duration = Duration::from_millis(40);
+
+    /// Starts a proposer on `log` with one entry in flight and [`HOLD`].
+    fn start(
+        log: Recording,
+    ) -> (
+        mpsc::Sender<Pending>,
+        CancellationToken,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let (queue, receiver) = mpsc::channel(8);
+        let bounds = BatchBounds {
+            proposals_max: 16,
+            bytes_max: 1 << 20,
+            in_flight_max: 1,
+            answer_within: Duration::from_secs(60),
+            queue_join_hold: HOLD,
+        };
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(run(
+            log,
+            receiver,
+            bounds,
+            NodeStats::default(),
+            TaskTracker::new(),
+            cancel.clone(),
+        ));
+        (queue, cancel, task)
+    }
+
+    /// An acquire that will only queue waits for the release behind it, and both go in
+    /// one entry as soon as the release arrives, without waiting out the hold.
+    #[tokio::test(start_paused = true)]
+    async fn a_queued_acquire_waits_for_the_release_behind_it() {
+        let log = Recording::default();
+        let (queue, cancel, task) = start(log.clone());
+        let started = tokio::time::Instant::now();
+        let _acquire = propose_as(&queue, true);
+        tokio::time::sleep(HOLD / 4).await;
+        assert!(log.entries().is_empty(), "the acquire is held");
+        let _release = propose_as(&queue, false);
+        tokio::time::sleep(HOLD / 8).await;
+        let entries = log.entries();
+        assert_eq!(entries.len(), 1, "{entries:?}");
+        assert_eq!(
+            entries[0].0,
+            2,
+            "the acquire and the release share the entry: {:?}",
+            entries[0].1 - started
+        );
+        assert!(
+            entries[0].1 - started < HOLD / 2,
+            "sent when the release came"
+        );
+        cancel.cancel();
+        task.await.expect("the proposer stops");
+    }
+
+    /// With nothing else to carry, acquires that will only queue go together once the
+    /// hold has passed; any other proposal goes at once.
+    #[tokio::test(start_paused = true)]
+    async fn queued_acquires_alone_go_after_the_hold_and_others_at_once() {
+        let log = Recording::default();
+        let (queue, cancel, task) = start(log.clone());
+        let started = tokio::time::Instant::now();
+        let _first = propose_as(&queue, true);
+        let _second = propose_as(&queue, true);
+        tokio::time::sleep(HOLD * 3).await;
+        let entries = log.entries();
+        assert_eq!(entries.len(), 1, "{entries:?}");
+        assert_eq!(entries[0].0, 2);
+        assert_eq!(
+            entries[0].1 - started,
+            HOLD,
+            "held exactly as long as the hold"
+        );
+        cancel.cancel();
+        task.await.expect("the proposer stops");
+
+        let log = Recording::default();
+        let (queue, cancel, task) = start(log.clone());
+        let started = tokio::time::Instant::now();
+        let _put = propose_as(&queue, false);
+        tokio::time::sleep(HOLD * 3).await;
+        let entries = log.entries();
+        assert_eq!(entries.len(), 1, "{entries:?}");
+        assert_eq!(entries[0].1, started, "not held");
+        cancel.cancel();
+        task.await.expect("the proposer stops");
     }
 
     /// An entry raft never answers holds the one-entry pipeline for `answer_within` and no
@@ -255,6 +423,7 @@ mod tests {
             bytes_max: 1 << 20,
             in_flight_max: 1,
             answer_within: Duration::from_secs(5),
+            queue_join_hold: HOLD,
         };
         let (tracker, cancel) = (TaskTracker::new(), CancellationToken::new());
         let task = tokio::spawn(run(
