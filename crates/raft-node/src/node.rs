@@ -466,11 +466,12 @@ impl Node {
     async fn propose_logged(&self, proposal: Proposal) -> Result<(Applied, LogId), NodeError> {
         let bytes = bincode::serialized_size(&proposal).unwrap_or(0) as usize;
         let joins_queue = self.inner.config.queue_join_hold_us > 0
-            && matches!(
-                proposal.command,
-                Command::LockAcquire(_) | Command::SemaphoreAcquire(_)
-            )
-            && self.inner.sm.query(|sm| sm.joins_queue(&proposal.command));
+            && proposal
+                .command
+                .waiting_claim()
+                .is_some_and(|(id, lease, owner)| {
+                    self.inner.sm.query(|sm| sm.joins_queue(&id, lease, owner))
+                });
         let (reply, answer) = oneshot::channel();
         self.inner
             .proposals

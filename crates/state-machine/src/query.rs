@@ -2,7 +2,6 @@
 //! its applied state (after a read-index round for linearizable reads).
 
 use crate::claims::holder_info;
-use crate::command::Command;
 use crate::event::{Event, EventFilter};
 use crate::ids::{Fence, LeaseId, Revision};
 use crate::keyspace::KeyValue;
@@ -159,36 +158,19 @@ impl StateMachine {
             .collect()
     }
 
-    /// Whether `command` is an acquire that, applied now, would only join a queue that
-    /// already has waiters: it waits (`wait_ms` > 0), its claimant neither holds nor waits
-    /// already, and others wait ahead of it, so it cannot be granted before some other
-    /// command (a release, an expiry, a timeout) changes the resource.
-    pub fn joins_queue(&self, command: &Command) -> bool {
-        let (id, lease, owner, wait_ms) = match command {
-            Command::LockAcquire(c) => (
-                ResourceId::lock(c.name.as_str()),
-                c.lease,
-                &c.owner,
-                c.wait_ms,
-            ),
-            Command::SemaphoreAcquire(c) => (
-                ResourceId::semaphore(c.name.as_str()),
-                c.lease,
-                &c.owner,
-                c.wait_ms,
-            ),
-            _ => return false,
-        };
-        if wait_ms == 0 {
-            return false;
-        }
-        let Some(res) = self.resources.get(&id) else {
+    /// Whether a waiting acquire of `id` by `lease` and `owner` (as
+    /// [`Command::waiting_claim`] names it), applied now, would only join a queue that
+    /// already has waiters: the claimant neither holds nor waits already, and others wait
+    /// ahead of it, so it cannot be granted before some other command (a release, an
+    /// expiry, a timeout) changes the resource.
+    pub fn joins_queue(&self, id: &ResourceId, lease: LeaseId, owner: &str) -> bool {
+        let Some(res) = self.resources.get(id) else {
             return false;
         };
         if res.queue().is_empty() {
             return false;
         }
-        let claimant = Claimant::new(lease, owner.as_str());
+        let claimant = Claimant::new(lease, owner);
         !res.holders.contains_key(&claimant) && !res.queued().contains_key(&claimant)
     }
 
@@ -321,8 +303,13 @@ mod tests {
     fn joins_queue_only_for_an_acquire_behind_waiters_that_neither_holds_nor_waits() {
         let mut sm = StateMachine::default();
         let [a, b, c] = [0; 3].map(|_| grant(&mut sm, 10_000));
+        let joins_queue = |sm: &StateMachine, command: &Command| {
+            command
+                .waiting_claim()
+                .is_some_and(|(id, lease, owner)| sm.joins_queue(&id, lease, owner))
+        };
         let joins = |sm: &StateMachine, lease, wait_ms| {
-            sm.joins_queue(&lock_cmd("L", lease, "w", Mode::Exclusive, wait_ms))
+            joins_queue(sm, &lock_cmd("L", lease, "w", Mode::Exclusive, wait_ms))
         };
         assert!(!joins(&sm, a, 5_000), "no such lock yet");
         acquire(&mut sm, "L", a, "w", 0);
@@ -341,10 +328,10 @@ mod tests {
             wait_ms: 5_000,
         });
         assert!(
-            !sm.joins_queue(&semaphore),
+            !joins_queue(&sm, &semaphore),
             "a semaphore of that name has no queue"
         );
-        assert!(!sm.joins_queue(&release_cmd("L", a, "w", None)));
+        assert!(!joins_queue(&sm, &release_cmd("L", a, "w", None)));
         release(&mut sm, "L", a, "w", None);
         assert!(!joins(&sm, c, 5_000), "b holds now and nobody waits");
     }

@@ -24,7 +24,7 @@ use crate::ids::LeaseId;
 use crate::limits::Limits;
 use crate::machine::{Ctx, StateMachine};
 use crate::outcome::Response;
-use crate::resource::ResourceKind;
+use crate::resource::{ResourceId, ResourceKind};
 use serde::{Deserialize, Serialize};
 
 /// A command with its optional idempotency key: the unit the log carries.
@@ -121,6 +121,20 @@ pub enum Command {
 }
 
 impl Command {
+    /// For a lock or semaphore acquire that may wait (`wait_ms` > 0): the resource, the
+    /// lease and the owner it claims; `None` for every other command.
+    pub fn waiting_claim(&self) -> Option<(ResourceId, LeaseId, &str)> {
+        match self {
+            Command::LockAcquire(c) if c.wait_ms > 0 => {
+                Some((ResourceId::lock(c.name.as_str()), c.lease, &c.owner))
+            }
+            Command::SemaphoreAcquire(c) if c.wait_ms > 0 => {
+                Some((ResourceId::semaphore(c.name.as_str()), c.lease, &c.owner))
+            }
+            _ => None,
+        }
+    }
+
     /// Checks the command against the spec §3 limits; a failure must never be proposed.
     pub fn validate(&self, limits: &Limits) -> Result<(), Error> {
         match self {
