@@ -155,6 +155,9 @@ const LARGE_VALUE: usize = 4_096;
 /// Writes that fill more than two log segments.
 const SEGMENT_WRITES: usize = 300;
 
+/// Writes of a few bytes each, which fill only the start of a segment.
+const SMALL_WRITES: usize = 20;
+
 /// The log segment size sled records in the data directory's `conf` file (text lines,
 /// then a binary checksum).
 fn segment_size(data: &Path) -> u64 {
@@ -166,15 +169,47 @@ fn segment_size(data: &Path) -> u64 {
         .unwrap_or_else(|| panic!("no segment size in {conf}"))
 }
 
-/// The log file is allocated a whole segment at a time, so an answered write lands inside
-/// the file instead of growing it (growing it made every sync also write the file's new
-/// size). The allocated rest of a segment reads as zeros, which sled takes as
-/// the end of its log: a node killed with that tail recovers every answered write.
+/// The extents of `file` that `filefrag -v` flags `unwritten`: space reserved by
+/// `fallocate` whose first write still changes the file's extent map (and so makes the
+/// sync after it write that metadata too). A file system without extent flags has none.
+fn unwritten_extents(file: &Path) -> Vec<String> {
+    let out = Command::new(common::tool("filefrag", "deps"))
+        .arg("-v")
+        .arg(file)
+        .output()
+        .expect("run filefrag");
+    assert!(out.status.success(), "filefrag: {out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("unwritten"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The log file is prepared a whole segment at a time, with zeros written into every block,
+/// so an answered write lands inside the file and overwrites written blocks instead of
+/// growing the file (which made every sync also write the file's new size) or converting
+/// reserved blocks (which made every few syncs write the extent map). The zeroed rest of
+/// a segment is the end of sled's log: a node killed with that tail recovers every
+/// answered write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_log_grows_a_segment_at_a_time_and_a_crash_recovers_from_its_zeroed_tail() {
+async fn the_log_grows_a_zeroed_segment_at_a_time_and_a_crash_recovers_from_its_tail() {
     let mut cluster = Cluster::single().await;
     let data = cluster.data_dir().join("data");
     let segment = segment_size(&data);
+    // Small writes first: they use only the start of the first segment.
+    for i in 0..SMALL_WRITES {
+        let (status, answer) = cluster
+            .put(1, &format!("/v1/kv/small-{i}"), json!({"value": "small"}))
+            .await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    let unwritten = unwritten_extents(&data.join("db"));
+    assert!(
+        unwritten.is_empty(),
+        "the log file has reserved but unwritten extents, so writes into them change its \
+         extent map: {unwritten:?}"
+    );
     let value = "v".repeat(LARGE_VALUE);
     for i in 0..SEGMENT_WRITES {
         let body = json!({"value": format!("{i}:{value}")});

@@ -42,12 +42,13 @@ pub fn free_port() -> u16 {
 /// The path of `binary` on the PATH; when it is missing, the project's `.ci/<script>` (a
 /// Debian package installer) is run first.
 pub fn tool(binary: &str, script: &str) -> PathBuf {
+    // The sbin directories too: Debian keeps some tools there (`filefrag`), off a user's PATH.
     let find = || {
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|p| p.join(binary))
-                .find(|p| p.is_file())
-        })
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        std::env::split_paths(&path)
+            .chain(["/usr/sbin", "/sbin"].map(PathBuf::from))
+            .map(|p| p.join(binary))
+            .find(|p| p.is_file())
     };
     if let Some(path) = find() {
         return path;

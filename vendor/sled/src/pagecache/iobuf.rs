@@ -318,9 +318,10 @@ pub(crate) struct IoBufs {
     pub submission_mutex: Mutex<()>,
     #[cfg(feature = "io_uring")]
     pub io_uring: rio::Rio,
-    // PATCH (baton): the base of the segment most recently preallocated
-    // (`u64::MAX` for none), see `preallocate_segment`.
-    preallocated_segment: AtomicU64,
+    // PATCH (baton): the base of the segment most recently prepared
+    // (`u64::MAX` for none), see `preallocate_segment`. A mutex, not an
+    // atomic: a writer into a segment waits until its zeros are written.
+    preallocated_segment: Mutex<u64>,
 }
 
 impl Drop for IoBufs {
@@ -424,49 +425,51 @@ impl IoBufs {
             submission_mutex: Mutex::new(()),
             #[cfg(feature = "io_uring")]
             io_uring: rio::new()?,
-            preallocated_segment: AtomicU64::new(u64::MAX),
+            preallocated_segment: Mutex::new(u64::MAX),
         })
     }
 
-    // PATCH (baton): allocate the whole segment a buffer is about to be
-    // written into, once per segment, before the write. sled fills a segment
-    // with small appends; each one grew the file, so each `fdatasync` after it
-    // also had to make the new size durable (a journal commit, or without a
-    // journal a second synchronous write of the inode). With the segment's
-    // blocks allocated (and the file's size at its end) a write inside it
-    // changes no size, and the sync after it is mostly the data and the device
-    // flush. The space reads as zeros, which sled
-    // takes as `MessageKind::Corrupted`, the end of the log: the same state
-    // recovery leaves behind when it zeroes the rest of the tip segment.
-    // Only an optimisation: any failure (e.g. a file system without
-    // `fallocate`) leaves the write to grow the file as before.
+    // PATCH (baton): before a buffer is written into a log segment, make sure
+    // every block of that segment exists on disk as written zeros, once per
+    // segment. sled fills a segment with small appends; each one grew the
+    // file, so each `fdatasync` after it also had to make the new size
+    // durable (a journal commit, or without a journal a second synchronous
+    // write of the inode). `fallocate` fixed the size but left the blocks
+    // *unwritten* extents, so the first write to each 4 KiB block still
+    // changed the extent tree, and the `fdatasync` after it wrote that
+    // metadata synchronously before the device flush (about every fourth
+    // Raft append on ext4). Zeros written once make every later write an
+    // overwrite: the sync after it is only the data and the device flush.
+    // Only the part of the segment past the end of the file is written, so
+    // nothing sled wrote is touched; every writer into a segment comes here
+    // first and waits on the mutex until the zeros are in place, so no data
+    // write can overlap a zero write. Zeros are `MessageKind::Corrupted`,
+    // the end of the log: the state sled's own recovery leaves behind when it
+    // zeroes the rest of the tip segment. Only an optimisation: any failure
+    // leaves the write to grow the file as before.
     fn preallocate_segment(&self, log_offset: LogOffset) {
         let segment_size = self.config.segment_size as LogOffset;
         let base = log_offset / segment_size * segment_size;
-        if self.preallocated_segment.swap(base, std::sync::atomic::Ordering::Relaxed) == base {
+        let mut prepared = self.preallocated_segment.lock();
+        if *prepared == base {
             return;
         }
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::unix::io::AsRawFd;
-            let (offset, len) = match (
-                libc::off_t::try_from(base),
-                libc::off_t::try_from(segment_size),
-            ) {
-                (Ok(offset), Ok(len)) => (offset, len),
-                _ => return,
-            };
-            #[allow(unsafe_code)]
-            let ret = unsafe {
-                libc::fallocate(self.config.file.as_raw_fd(), 0, offset, len)
-            };
-            if ret != 0 {
-                debug!(
-                    "could not preallocate the segment at {}: {}",
-                    base,
-                    std::io::Error::last_os_error()
-                );
+        *prepared = base;
+        let end = base + segment_size;
+        let len = match self.config.file.metadata() {
+            Ok(m) => m.len(),
+            Err(e) => {
+                debug!("could not read the log's length: {}", e);
+                return;
             }
+        };
+        if len >= end {
+            return;
+        }
+        let from = len.max(base);
+        let zeros = vec![0_u8; usize::try_from(end - from).unwrap_or(0)];
+        if let Err(e) = pwrite_all(&self.config.file, &zeros, from) {
+            debug!("could not zero the segment at {}: {}", base, e);
         }
     }
 
