@@ -467,7 +467,11 @@ impl IoBufs {
             return;
         }
         let from = len.max(base);
-        let zeros = vec![0_u8; usize::try_from(end - from).unwrap_or(0)];
+        // The end-of-log filler sled's own recovery writes (`MessageKind::Corrupted` is 0).
+        let zeros: Vec<u8> = vec![
+            MessageKind::Corrupted.into();
+            usize::try_from(end - from).unwrap_or(0)
+        ];
         if let Err(e) = pwrite_all(&self.config.file, &zeros, from) {
             debug!("could not zero the segment at {}: {}", base, e);
         }
