@@ -15,39 +15,15 @@ set -euo pipefail
 bins=("$(realpath "$1")" "$(realpath "$2")")
 rounds=${3:-20}
 puts=${4:-2000}
-client=$(dirname "$(realpath "$0")")/../put-timeline/client.py
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-    [ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2>/dev/null || true
-    wait 2>/dev/null || true
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+timeline=$(dirname "$(realpath "$0")")/../put-timeline
+client=$timeline/client.py
+# shellcheck source=../put-timeline/cluster.sh
+source "$timeline/cluster.sh"
 leaders=()
 for side in 0 1; do
-    apis=()
-    for id in 1 2 3; do
-        api=$(free_port); peer=$(free_port); apis+=("$api")
-        printf '[[node]]\nid = %s\napi = "127.0.0.1:%s"\npeer = "127.0.0.1:%s"\ndata_dir = "%s/%s/n%s"\n\n' \
-            "$id" "$api" "$peer" "$dir" "$side" "$id" >> "$dir/cluster$side.toml"
-    done
-    for id in 1 2 3; do
-        RUST_LOG=warn "${bins[$side]}" serve --config "$dir/cluster$side.toml" --node "$id" \
-            > "$dir/log$side-$id" 2>&1 &
-        pids+=($!)
-    done
-    leader=""
-    for _ in $(seq 100); do
-        leader=$(curl -sf "127.0.0.1:${apis[0]}/v1/cluster" \
-            | python3 -c 'import json,sys; print(json.load(sys.stdin).get("leader") or "")' 2>/dev/null || true)
-        [ -n "$leader" ] && break
-        sleep 0.1
-    done
-    [ -n "$leader" ] || { echo "no leader for ${bins[$side]}" >&2; exit 1; }
-    leaders+=("${apis[$((leader - 1))]}")
-    python3 "$client" "${leaders[$side]}" 500 warm > /dev/null
+    start_cluster "${bins[$side]}" "side$side"
+    leaders+=("$leader_port")
+    python3 "$client" "$leader_port" 500 warm > /dev/null
 done
 for round in $(seq "$rounds"); do
     order="0 1"

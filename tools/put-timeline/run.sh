@@ -16,34 +16,10 @@ set -euo pipefail
 bin=$(realpath "$1")
 puts=${2:-3000}
 here=$(dirname "$(realpath "$0")")
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-    [ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2>/dev/null || true
-    wait 2>/dev/null || true
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-apis=()
-for id in 1 2 3; do
-    api=$(free_port); peer=$(free_port); apis+=("$api")
-    printf '[[node]]\nid = %s\napi = "127.0.0.1:%s"\npeer = "127.0.0.1:%s"\ndata_dir = "%s/n%s"\n\n' \
-        "$id" "$api" "$peer" "$dir" "$id" >> "$dir/cluster.toml"
-done
-for id in 1 2 3; do
-    RUST_LOG=warn "$bin" serve --config "$dir/cluster.toml" --node "$id" > "$dir/log$id" 2>&1 &
-    pids+=($!)
-done
-leader=""
-for _ in $(seq 100); do
-    leader=$(curl -sf "127.0.0.1:${apis[0]}/v1/cluster" \
-        | python3 -c 'import json,sys; print(json.load(sys.stdin).get("leader") or "")' 2>/dev/null || true)
-    [ -n "$leader" ] && break
-    sleep 0.1
-done
-[ -n "$leader" ] || { echo "no leader" >&2; exit 1; }
-port=${apis[$((leader - 1))]}
+# shellcheck source=cluster.sh
+source "$here/cluster.sh"
+start_cluster "$bin" cluster
+port=$leader_port
 python3 "$here/client.py" "$port" 300 warm > /dev/null
 perf record -q -e raw_syscalls:sys_enter -e raw_syscalls:sys_exit -o "$dir/perf.data" \
     -p "$(IFS=,; echo "${pids[*]}")" -- sleep 600 > /dev/null 2>&1 &
