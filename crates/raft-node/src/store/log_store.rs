@@ -11,8 +11,8 @@ use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{RaftLogReader, StorageIOError};
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The sled tree of the log, the vote and the pointers.
 const TREE: &str = "raft";
@@ -26,6 +26,35 @@ pub(crate) const READ_BYTES_MAX: usize = 4 << 20;
 
 /// Entries removed per sled batch when the log is purged.
 const PURGE_BATCH_ENTRIES: usize = 4_096;
+
+/// Encoded bytes of an append kept in memory as the log's tail (a bigger append is read
+/// back from sled).
+const TAIL_BYTES_MAX: usize = 256 << 10;
+
+/// The entries of the last append, which are the end of the log until the next append or
+/// truncation: the reads that follow an append at once (a leader's replication tasks
+/// sending the entries, then the apply once they commit) are answered from here instead
+/// of sled (decision #141).
+#[derive(Default)]
+struct Tail {
+    /// The index of `entries[0]`; the entries follow it without a gap.
+    first: u64,
+    entries: Vec<Entry>,
+}
+
+impl Tail {
+    /// The entries of `start..end` (`end` may lie past the end of the log), if this tail
+    /// holds every one of them that the log holds: `start` is within it.
+    fn read(&self, start: u64, end: u64) -> Option<Vec<Entry>> {
+        let last = self.first + self.entries.len() as u64;
+        if self.entries.is_empty() || start < self.first || start >= last || end <= start {
+            return None;
+        }
+        let from = usize::try_from(start - self.first).ok()?;
+        let to = usize::try_from(end.min(last) - self.first).ok()?;
+        Some(self.entries[from..to].to_vec())
+    }
+}
 
 /// The index an entry's key stands for (`None` for a key that is not an entry's).
 fn index_of(key: &[u8]) -> Option<u64> {
@@ -73,6 +102,8 @@ pub struct LogStore {
     /// Whether the membership has another voter, so that a leader's own flush is one of
     /// several copies a commit can count (set by the node; decision #132).
     replicating: Arc<AtomicBool>,
+    /// The entries of the last append, while they are the end of the log.
+    tail: Arc<Mutex<Tail>>,
 }
 
 impl LogStore {
@@ -87,6 +118,7 @@ impl LogStore {
             tree,
             committed: Arc::new(AtomicU64::new(0)),
             replicating: Arc::new(AtomicBool::new(false)),
+            tail: Arc::default(),
         };
         let committed: Option<LogId> = store
             .get::<Option<LogId>>(COMMITTED_KEY)
@@ -153,12 +185,25 @@ impl LogStore {
         }
     }
 
+    /// The tail, even if a holder panicked (every change to it is one assignment).
+    fn lock_tail(&self) -> MutexGuard<'_, Tail> {
+        self.tail
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     fn read_range(
         &self,
         start: u64,
         end: u64,
         bytes_max: usize,
     ) -> Result<Vec<Entry>, StorageError> {
+        // The tail is at most TAIL_BYTES_MAX encoded, below any `bytes_max` used here.
+        if bytes_max >= TAIL_BYTES_MAX
+            && let Some(entries) = self.lock_tail().read(start, end)
+        {
+            return Ok(entries);
+        }
         let mut out = Vec::new();
         let mut bytes_total = 0;
         for item in self.tree.range(entry_key(start)..entry_key(end)) {
@@ -265,12 +310,27 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: Send,
     {
         let mut encoded = Vec::new();
+        let mut kept = Vec::new();
+        let mut kept_bytes = 0;
         let mut leader = None;
         for entry in entries {
             leader.get_or_insert(entry.log_id.leader_id.node_id);
             let bytes = codec::encode(&entry).map_err(|e| StorageIOError::write_logs(&e))?;
+            kept_bytes += bytes.len();
             encoded.push((entry_key(entry.log_id.index), bytes));
+            kept.push(entry);
         }
+        // The tail changes before sled does: until the insert below, no entry at these
+        // indexes can be read anyway (openraft reads only what it appended), and a failed
+        // insert stops Raft.
+        let first = kept.first().map(|e| e.log_id.index);
+        *self.lock_tail() = match first {
+            Some(first) if kept_bytes <= TAIL_BYTES_MAX => Tail {
+                first,
+                entries: kept,
+            },
+            _ => Tail::default(),
+        };
         // One entry (the usual append: the proposer packs a batch of commands into one) is
         // a plain insert. Several go in one `Batch`, so a crash never leaves a hole; sled
         // pays for that with two extra buffer writes (it seals and writes its I/O buffer
@@ -308,6 +368,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        {
+            let mut tail = self.lock_tail();
+            let keep = log_id.index.saturating_sub(tail.first);
+            match usize::try_from(keep) {
+                Ok(keep) if log_id.index > tail.first => tail.entries.truncate(keep),
+                _ => *tail = Tail::default(),
+            }
+        }
         let mut batch = sled::Batch::default();
         for item in self
             .tree
@@ -327,6 +395,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        {
+            let mut tail = self.lock_tail();
+            if !tail.entries.is_empty() && log_id.index >= tail.first {
+                *tail = Tail::default();
+            }
+        }
         // Entry keys follow from their indexes, so the removals need no read of the entries
         // themselves (a range scan read every purged entry's page back from disk: a node
         // with 1 000 000 held locks rose by 240 MB for a purge of 27 000 entries, #122).
@@ -363,5 +437,40 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .apply_batch(batch)
             .map_err(|e| StorageIOError::write_logs(&e))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Batch;
+    use openraft::{CommittedLeaderId, EntryPayload};
+
+    fn entry(index: u64) -> Entry {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Normal(Batch { proposals: vec![] }),
+        }
+    }
+
+    fn indexes(entries: Option<Vec<Entry>>) -> Option<Vec<u64>> {
+        entries.map(|es| es.iter().map(|e| e.log_id.index).collect())
+    }
+
+    /// The tail answers a read only when the read starts inside it; it then returns what
+    /// the log holds from there, up to the read's end or its own.
+    #[test]
+    fn the_tail_answers_reads_that_start_inside_it() {
+        let tail = Tail {
+            first: 5,
+            entries: (5..8).map(entry).collect(),
+        };
+        assert_eq!(indexes(tail.read(5, 8)), Some(vec![5, 6, 7]));
+        assert_eq!(indexes(tail.read(6, 7)), Some(vec![6]));
+        assert_eq!(indexes(tail.read(7, u64::MAX)), Some(vec![7]));
+        assert_eq!(indexes(tail.read(4, 8)), None, "starts before the tail");
+        assert_eq!(indexes(tail.read(8, 9)), None, "starts after the tail");
+        assert_eq!(indexes(tail.read(6, 6)), None, "empty range");
+        assert_eq!(indexes(Tail::default().read(0, 1)), None, "empty tail");
     }
 }
