@@ -31,10 +31,10 @@ const PURGE_BATCH_ENTRIES: usize = 4_096;
 /// back from sled).
 const TAIL_BYTES_MAX: usize = 256 << 10;
 
-/// The entries of the last append, which are the end of the log until the next append or
-/// truncation: the reads that follow an append at once (a leader's replication tasks
-/// sending the entries, then the apply once they commit) are answered from here instead
-/// of sled (decision #141).
+/// The entries of the last append, until the next append, a truncation or a purge reaching
+/// them: the reads that follow an append at once (a leader's replication tasks sending
+/// the entries, then the apply once they commit) are answered from here instead of sled
+/// when they ask for nothing else (decision #141).
 #[derive(Default)]
 struct Tail {
     /// The index of `entries[0]`; the entries follow it without a gap.
@@ -43,15 +43,15 @@ struct Tail {
 }
 
 impl Tail {
-    /// The entries of `start..end` (`end` may lie past the end of the log), if this tail
-    /// holds every one of them that the log holds: `start` is within it.
+    /// The entries of `start..end`, if this tail holds every one of them (a read reaching
+    /// past the tail, such as an open-ended one, goes to sled).
     fn read(&self, start: u64, end: u64) -> Option<Vec<Entry>> {
-        let last = self.first + self.entries.len() as u64;
-        if self.entries.is_empty() || start < self.first || start >= last || end <= start {
+        let past = self.first.checked_add(self.entries.len() as u64)?;
+        if start < self.first || end > past || end <= start {
             return None;
         }
         let from = usize::try_from(start - self.first).ok()?;
-        let to = usize::try_from(end.min(last) - self.first).ok()?;
+        let to = usize::try_from(end - self.first).ok()?;
         Some(self.entries[from..to].to_vec())
     }
 }
@@ -457,17 +457,17 @@ mod tests {
         entries.map(|es| es.iter().map(|e| e.log_id.index).collect())
     }
 
-    /// The tail answers a read only when the read starts inside it; it then returns what
-    /// the log holds from there, up to the read's end or its own.
+    /// The tail answers a read only when it holds every entry of the read's range.
     #[test]
-    fn the_tail_answers_reads_that_start_inside_it() {
+    fn the_tail_answers_only_reads_it_covers() {
         let tail = Tail {
             first: 5,
             entries: (5..8).map(entry).collect(),
         };
         assert_eq!(indexes(tail.read(5, 8)), Some(vec![5, 6, 7]));
         assert_eq!(indexes(tail.read(6, 7)), Some(vec![6]));
-        assert_eq!(indexes(tail.read(7, u64::MAX)), Some(vec![7]));
+        assert_eq!(indexes(tail.read(7, u64::MAX)), None, "open-ended");
+        assert_eq!(indexes(tail.read(6, 9)), None, "ends past the tail");
         assert_eq!(indexes(tail.read(4, 8)), None, "starts before the tail");
         assert_eq!(indexes(tail.read(8, 9)), None, "starts after the tail");
         assert_eq!(indexes(tail.read(6, 6)), None, "empty range");
