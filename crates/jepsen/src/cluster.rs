@@ -88,6 +88,10 @@ pub fn ip(i: usize) -> String {
 
 fn teardown_network(slots: usize) {
     for i in 1..=slots.max(9) {
+        // The host end of the veth first: deleting it removes the pair at once, while a
+        // deleted namespace releases its end later, in the kernel's own time; a setup
+        // right after (the next run) then found the old veth still there.
+        let _ = sh("ip", &["link", "del", &format!("{VETH_PREFIX}{i}")]);
         let _ = sh("ip", &["netns", "del", &netns(i)]);
     }
     let _ = sh("ip", &["link", "del", BRIDGE]);
