@@ -1,12 +1,14 @@
 """Back-to-back puts of 64-byte values on one keep-alive connection, raw HTTP/1.1 over a
-socket (no HTTP library, so the client costs little): client.py PORT COUNT KEY_PREFIX.
-Prints puts per second and the latency's mean, p50 and p99."""
+socket (no HTTP library, so the client costs little): client.py PORT COUNT KEY_PREFIX [FILE].
+Prints puts per second and the latency's mean, p50 and p99; with FILE, also writes one line
+per put there: its start (seconds since the first put began) and its latency (seconds)."""
 import json
 import socket
 import sys
 import time
 
 port, count, prefix = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+record = sys.argv[4] if len(sys.argv) > 4 else None
 sock = socket.create_connection(("127.0.0.1", port))
 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 body = json.dumps({"value": "x" * 64}).encode()
@@ -32,13 +34,17 @@ def put(i):
         return
 
 
-latencies = []
+latencies, starts = [], []
 started = time.perf_counter()
 for i in range(count):
     t = time.perf_counter()
     put(i)
     latencies.append(time.perf_counter() - t)
+    starts.append(t - started)
 elapsed = time.perf_counter() - started
+if record:
+    with open(record, "w") as out:
+        out.writelines(f"{s:.6f} {l:.6f}\n" for s, l in zip(starts, latencies))
 latencies.sort()
 print(f"{count / elapsed:.0f} puts/s, mean {elapsed / count * 1e3:.3f} ms, "
       f"p50 {latencies[len(latencies) // 2] * 1e3:.3f} ms, "
