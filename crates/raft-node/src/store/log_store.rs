@@ -1,5 +1,6 @@
-//! `RaftLogStorage` on sled. Every operation is one insert or one atomic `Batch` (a
-//! one-entry append is a plain insert, decision #101); nothing is reported saved before a
+//! `RaftLogStorage` on sled. An append is one insert per entry, in index order (a crash
+//! leaves a prefix of them, decisions #101 and #142); every other operation is one insert
+//! or one atomic `Batch`. Nothing is reported saved before a
 //! flush that began after it returned (sled loses unflushed writes even on
 //! a plain crash). Flushes run on the node's tokio workers (`flusher.rs`).
 
@@ -325,19 +326,15 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         } else {
             Tail::default()
         };
-        // One entry (the usual append: the proposer packs a batch of commands into one) is
-        // a plain insert. Several go in one `Batch`, so a crash never leaves a hole; sled
-        // pays for that with two extra buffer writes (it seals and writes its I/O buffer
-        // before and after a batch), so it is not used when there is nothing to tie together.
-        let written = if let [(key, bytes)] = encoded.as_slice() {
-            self.tree.insert(key, bytes.as_slice()).map(|_| ())
-        } else {
-            let mut batch = sled::Batch::default();
-            for (key, bytes) in encoded {
-                batch.insert(&key, bytes);
-            }
-            self.tree.apply_batch(batch)
-        };
+        // Each entry is a plain insert, in index order. sled recovers its log up to the
+        // first torn message, so a crash leaves a prefix of these entries, never a hole,
+        // and none of them was reported flushed. A `sled::Batch` would add nothing to
+        // that and costs two extra buffer writes, each with its own `fdatasync` (sled
+        // seals and writes its I/O buffer before and after a batch): three flushes for
+        // every AppendEntries of several entries a follower receives (decision #142).
+        let written = encoded
+            .iter()
+            .try_for_each(|(key, bytes)| self.tree.insert(key, bytes.as_slice()).map(|_| ()));
         written.map_err(|e| StorageIOError::write_logs(&e))?;
         // Entries another leader made reach a follower, whose `RaftCore` waits for their
         // flush before it does anything else: flushing here spares the hand-off to another
