@@ -183,7 +183,7 @@ impl LogStore {
         }
     }
 
-    /// The tail, even if a holder panicked (every change to it is one assignment).
+    /// The tail, even if a holder panicked (no change to it can stop halfway).
     fn lock_tail(&self) -> MutexGuard<'_, Tail> {
         self.tail
             .lock()
@@ -307,7 +307,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
-        let mut encoded = Vec::new();
+        // Each entry is a plain insert, in index order. sled recovers its log up to the
+        // first torn message, so a crash leaves a prefix of these entries, never a hole,
+        // and none of them was reported flushed. A `sled::Batch` would add nothing to
+        // that and costs two extra buffer writes, each with its own `fdatasync` (sled
+        // seals and writes its I/O buffer before and after a batch): three flushes for
+        // every AppendEntries of several entries a follower receives (decision #142).
         let mut kept = Vec::new();
         let mut kept_bytes = 0;
         let mut leader = None;
@@ -315,27 +320,18 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             leader.get_or_insert(entry.log_id.leader_id.node_id);
             let bytes = codec::encode(&entry).map_err(|e| StorageIOError::write_logs(&e))?;
             kept_bytes += bytes.len();
-            encoded.push((entry_key(entry.log_id.index), bytes));
+            self.tree
+                .insert(entry_key(entry.log_id.index), bytes)
+                .map_err(|e| StorageIOError::write_logs(&e))?;
             kept.push(entry);
         }
-        // The tail changes before sled does: until the insert below, no entry at these
-        // indexes can be read anyway (openraft reads only what it appended), and a failed
-        // insert stops Raft.
+        // The tail follows the inserts: openraft reads only entries it appended, after
+        // the append returns, and until then a read of these indexes goes to sled.
         *self.lock_tail() = if kept_bytes <= TAIL_BYTES_MAX {
             Tail(kept)
         } else {
             Tail::default()
         };
-        // Each entry is a plain insert, in index order. sled recovers its log up to the
-        // first torn message, so a crash leaves a prefix of these entries, never a hole,
-        // and none of them was reported flushed. A `sled::Batch` would add nothing to
-        // that and costs two extra buffer writes, each with its own `fdatasync` (sled
-        // seals and writes its I/O buffer before and after a batch): three flushes for
-        // every AppendEntries of several entries a follower receives (decision #142).
-        let written = encoded
-            .iter()
-            .try_for_each(|(key, bytes)| self.tree.insert(key, bytes.as_slice()).map(|_| ()));
-        written.map_err(|e| StorageIOError::write_logs(&e))?;
         // Entries another leader made reach a follower, whose `RaftCore` waits for their
         // flush before it does anything else: flushing here spares the hand-off to another
         // task and back, on the path of every commit (decision #109).
