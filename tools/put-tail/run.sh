@@ -10,7 +10,10 @@
 # client's summary, the latency's percentiles, how far the mean is above the p50 and how
 # much of that the slowest tenth adds, and the time between consecutive puts among the
 # slowest 3 %: a period there names what slows them (10 ms, the default batch interval of
-# a spare follower, decision #136). Stops only the processes it started, by PID.
+# a spare follower, decision #136). Then, per node, its CPU per put, its time waiting for a
+# CPU per put (runnable but not running: on a machine the nodes and the client share, a
+# put's wake-ups queue) and its time slices per put, from /proc schedstat. Stops only the
+# processes it started, by PID.
 set -euo pipefail
 bin=$(realpath "$1")
 puts=${2:-5000}
@@ -22,5 +25,16 @@ if [ -n "${3:-}" ]; then
 fi
 start_cluster "$bin" tail
 python3 "$timeline/client.py" "$leader_port" 500 warm- > /dev/null
+# Each node's CPU, time waiting for a CPU and time slices over the measured puts, summed over
+# its threads (/proc/<pid>/task/<tid>/schedstat: ns on a CPU, ns runnable but waiting, slices).
+schedstat() { for p in "${pids[@]}"; do cat /proc/"$p"/task/*/schedstat | awk -v p="$p" '
+    {cpu += $1; wait += $2; slices += $3} END {print p, cpu, wait, slices}'; done; }
+before=$(schedstat)
 python3 "$timeline/client.py" "$leader_port" "$puts" put- "$dir/puts.txt"
+after=$(schedstat)
 python3 "$(dirname "$(realpath "$0")")/analyse.py" "$dir/puts.txt"
+paste <(echo "$before") <(echo "$after") | awk -v n="$puts" -v leader="$leader" '{
+    role = (NR == leader) ? "leader" : "follower"
+    printf "node %d (%s): CPU %.0f µs/put, waiting for a CPU %.0f µs/put, %.2f slices/put\n",
+        NR, role, ($6 - $2) / n / 1e3, ($7 - $3) / n / 1e3, ($8 - $4) / n }'
+

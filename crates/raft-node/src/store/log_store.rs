@@ -1,6 +1,7 @@
 //! `RaftLogStorage` on sled. An append is one insert per entry, in index order (a crash
-//! leaves a prefix of them, decisions #101 and #142); every other operation is one insert
-//! or one atomic `Batch`. Nothing is reported saved before a
+//! leaves a prefix of them, decisions #101 and #142); a purge writes its pointer at once
+//! and removes the entries below it on a thread of its own, a few at a time (#143); every
+//! other operation is one insert or one atomic `Batch`. Nothing is reported saved before a
 //! flush that began after it returned (sled loses unflushed writes even on
 //! a plain crash). Flushes run on the node's tokio workers (`flusher.rs`).
 
@@ -13,7 +14,8 @@ use openraft::{RaftLogReader, StorageIOError};
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
 /// The sled tree of the log, the vote and the pointers.
 const TREE: &str = "raft";
@@ -25,8 +27,12 @@ const PURGED_KEY: &[u8] = b"\x00last_purged";
 /// Bytes of entries one replication read returns at most (at least one entry).
 pub(crate) const READ_BYTES_MAX: usize = 4 << 20;
 
-/// Entries removed per sled batch when the log is purged.
-const PURGE_BATCH_ENTRIES: usize = 4_096;
+/// Purged entries the remover takes out between two pauses.
+const PURGE_CHUNK_ENTRIES: u64 = 64;
+
+/// The remover's pause after each chunk, so that it takes a small share of a CPU the
+/// node's workers may need.
+const PURGE_PAUSE: Duration = Duration::from_millis(1);
 
 /// Encoded bytes of an append kept in memory as the log's tail (a bigger append is read
 /// back from sled).
@@ -51,6 +57,94 @@ impl Tail {
         let from = usize::try_from(start - first).ok()?;
         let to = usize::try_from(end - first).ok()?;
         Some(self.0[from..to].to_vec())
+    }
+}
+
+/// The removal of purged entries. A purge only moves the pointer (one insert, and the
+/// first index kept here, which reads start from); a remover thread then takes the
+/// entries below it out of sled in chunks with pauses between them. Removing 10 000
+/// entries in one go on `RaftCore`'s task stalled every write for 35-45 ms (#143).
+struct Purger {
+    tree: sled::Tree,
+    /// The first index not purged (0: nothing purged): reads start no lower.
+    kept_from: AtomicU64,
+    /// Whether a remover is running. Changed, as `kept_from` is, under this lock.
+    removing: Mutex<bool>,
+}
+
+impl Purger {
+    fn removing(&self) -> MutexGuard<'_, bool> {
+        self.removing
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Moves the purge point to `kept_from` and makes sure a remover runs.
+    fn purge_below(self: &Arc<Self>, kept_from: u64) {
+        let mut removing = self.removing();
+        self.kept_from.fetch_max(kept_from, Ordering::AcqRel);
+        if *removing {
+            return;
+        }
+        *removing = true;
+        drop(removing);
+        let purger = Arc::downgrade(self);
+        let spawned = std::thread::Builder::new()
+            .name("log purge".into())
+            .spawn(move || remove_purged(&purger, PURGE_PAUSE));
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "no thread for the log purge: removing here");
+            remove_purged(&Arc::downgrade(self), Duration::ZERO);
+        }
+    }
+}
+
+/// The remover: takes purged entries out of sled, `PURGE_CHUNK_ENTRIES` at a time with a
+/// `pause` after each, until none is left below the purge point (which may move on
+/// meanwhile), or until the store is dropped. Each removal is one insert of its own, so
+/// sled's other writers never wait for a batch; a crash leaves some entries below the
+/// pointer, which reads skip and the next purge removes.
+fn remove_purged(purger: &Weak<Purger>, pause: Duration) {
+    let mut next: Option<u64> = None;
+    loop {
+        let Some(p) = purger.upgrade() else { return };
+        let end = p.kept_from.load(Ordering::Acquire);
+        // The first entry still there below the purge point (entries have consecutive
+        // indexes, so each one after it is removed by its key, never read).
+        let from = match next {
+            Some(n) => n,
+            None => match p.tree.range(entry_key(0)..entry_key(end)).next() {
+                Some(Ok((key, _))) => index_of(&key).unwrap_or(end),
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "log purge: reading the log failed");
+                    *p.removing() = false;
+                    return;
+                }
+                None => end,
+            },
+        };
+        if from >= end {
+            let mut removing = p.removing();
+            if p.kept_from.load(Ordering::Acquire) <= from {
+                *removing = false;
+                return;
+            }
+            next = Some(from);
+            continue;
+        }
+        let to = end.min(from.saturating_add(PURGE_CHUNK_ENTRIES));
+        for index in from..to {
+            if let Err(e) = p.tree.remove(entry_key(index)) {
+                tracing::warn!(error = %e, "log purge: removing an entry failed");
+                *p.removing() = false;
+                return;
+            }
+        }
+        next = Some(to);
+        drop(p);
+        if !pause.is_zero() {
+            std::thread::sleep(pause);
+        }
     }
 }
 
@@ -102,6 +196,8 @@ pub struct LogStore {
     replicating: Arc<AtomicBool>,
     /// The entries of the last append, while they are the end of the log.
     tail: Arc<Mutex<Tail>>,
+    /// Where the log starts, and the removal of what a purge left below that.
+    purger: Arc<Purger>,
 }
 
 impl LogStore {
@@ -110,6 +206,11 @@ impl LogStore {
             .open_tree(TREE)
             .map_err(|e| NodeError::Storage(e.to_string()))?;
         let flusher = Flusher::new(db);
+        let purger = Arc::new(Purger {
+            tree: tree.clone(),
+            kept_from: AtomicU64::new(0),
+            removing: Mutex::new(false),
+        });
         let store = LogStore {
             flusher,
             node: None,
@@ -117,7 +218,15 @@ impl LogStore {
             committed: Arc::new(AtomicU64::new(0)),
             replicating: Arc::new(AtomicBool::new(false)),
             tail: Arc::default(),
+            purger,
         };
+        let purged: Option<LogId> = store
+            .get(PURGED_KEY)
+            .map_err(|e| NodeError::Storage(e.to_string()))?;
+        if let Some(p) = purged {
+            let kept_from = p.index.saturating_add(1);
+            store.purger.kept_from.store(kept_from, Ordering::Release);
+        }
         let committed: Option<LogId> = store
             .get::<Option<LogId>>(COMMITTED_KEY)
             .map_err(|e| NodeError::Storage(e.to_string()))?
@@ -196,6 +305,11 @@ impl LogStore {
         end: u64,
         bytes_max: usize,
     ) -> Result<Vec<Entry>, StorageError> {
+        // Purged entries the remover has not reached yet are not part of the log.
+        let start = start.max(self.purger.kept_from.load(Ordering::Acquire));
+        if start >= end {
+            return Ok(Vec::new());
+        }
         // The tail is at most TAIL_BYTES_MAX encoded, below any `bytes_max` used here.
         if bytes_max >= TAIL_BYTES_MAX
             && let Some(entries) = self.lock_tail().read(start, end)
@@ -253,7 +367,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
         let last_purged_log_id: Option<LogId> = self.get(PURGED_KEY)?;
-        let last_log_id = self.last_entry_id()?.or(last_purged_log_id);
+        // Entries below the pointer may still be there (the remover's work): the log
+        // ends at the pointer unless an entry above it is there.
+        let last_log_id = std::cmp::max(self.last_entry_id()?, last_purged_log_id);
         Ok(LogState {
             last_purged_log_id,
             last_log_id,
@@ -376,41 +492,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
         self.lock_tail().0.retain(|e| e.log_id.index > log_id.index);
-        // Entry keys follow from their indexes, so the removals need no read of the entries
-        // themselves (a range scan read every purged entry's page back from disk: a node
-        // with 1 000 000 held locks rose by 240 MB for a purge of 27 000 entries, #122).
-        // Only the first entry still there is looked up.
-        let first = match self
-            .tree
-            .range(entry_key(0)..=entry_key(log_id.index))
-            .next()
-        {
-            Some(item) => {
-                let (key, _) = item.map_err(|e| StorageIOError::write_logs(&e))?;
-                index_of(&key)
-            }
-            None => None,
-        };
-        // The purge pointer goes in the first batch with the first removals: never a hole
-        // without a pointer. A crash between batches leaves entries at or below the
-        // pointer, which the next purge removes (it starts from the first one there).
+        // The pointer first: sled recovers a prefix of its writes, so no removal that
+        // follows can survive a crash without it, and there is never a hole in the log
+        // without a pointer above it. Reads skip what is below it from now on; the
+        // entries themselves go on the remover's thread (#143). No flush: openraft does
+        // not ask for one, and the next flush of the log covers the pointer.
         let pointer = codec::encode(&log_id).map_err(|e| StorageIOError::write_logs(&e))?;
-        let mut batch = sled::Batch::default();
-        batch.insert(PURGED_KEY, pointer);
-        let mut in_batch = 0;
-        for index in first.into_iter().flat_map(|f| f..=log_id.index) {
-            batch.remove(&entry_key(index)[..]);
-            in_batch += 1;
-            if in_batch == PURGE_BATCH_ENTRIES {
-                self.tree
-                    .apply_batch(std::mem::take(&mut batch))
-                    .map_err(|e| StorageIOError::write_logs(&e))?;
-                in_batch = 0;
-            }
-        }
         self.tree
-            .apply_batch(batch)
+            .insert(PURGED_KEY, pointer)
             .map_err(|e| StorageIOError::write_logs(&e))?;
+        self.purger.purge_below(log_id.index.saturating_add(1));
         Ok(())
     }
 }
@@ -430,6 +521,46 @@ mod tests {
 
     fn indexes(entries: Option<Vec<Entry>>) -> Option<Vec<u64>> {
         entries.map(|es| es.iter().map(|e| e.log_id.index).collect())
+    }
+
+    /// A purge moves the log's start at once (reads, the log state), and the entries
+    /// below it leave sled afterwards, on the remover's thread.
+    #[tokio::test]
+    async fn a_purge_moves_the_start_at_once_and_removes_the_entries_after() {
+        let db = sled::Config::new().temporary(true).open().expect("sled");
+        let mut store = LogStore::open(db).expect("store");
+        for index in 1..=300 {
+            let bytes = codec::encode(&entry(index)).expect("encode");
+            store.tree.insert(entry_key(index), bytes).expect("insert");
+        }
+        let id = |index| LogId::new(CommittedLeaderId::new(1, 1), index);
+        store.purge(id(200)).await.expect("purge");
+        let read = store.try_get_log_entries(0..=300).await.expect("read");
+        assert_eq!(indexes(Some(read)), Some((201..=300).collect()));
+        let state = store.get_log_state().await.expect("state");
+        assert_eq!(state.last_purged_log_id, Some(id(200)));
+        assert_eq!(state.last_log_id, Some(id(300)));
+        // Past the last entry (as after a snapshot install): the log ends at the pointer
+        // even while entries below it are still in sled.
+        store.purge(id(400)).await.expect("purge all");
+        assert!(
+            store
+                .try_get_log_entries(0..500)
+                .await
+                .expect("read")
+                .is_empty()
+        );
+        let state = store.get_log_state().await.expect("state");
+        assert_eq!(state.last_log_id, Some(id(400)));
+        let mut left = usize::MAX;
+        for _ in 0..1_000 {
+            left = store.tree.scan_prefix([ENTRY]).count();
+            if left == 0 && !*store.purger.removing() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(left, 0, "the remover took every purged entry out of sled");
     }
 
     /// The tail answers a read only when it holds every entry of the read's range.
