@@ -37,4 +37,3 @@ paste <(echo "$before") <(echo "$after") | awk -v n="$puts" -v leader="$leader" 
     role = (NR == leader) ? "leader" : "follower"
     printf "node %d (%s): CPU %.0f µs/put, waiting for a CPU %.0f µs/put, %.2f slices/put\n",
         NR, role, ($6 - $2) / n / 1e3, ($7 - $3) / n / 1e3, ($8 - $4) / n }'
-

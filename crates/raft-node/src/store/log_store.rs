@@ -103,23 +103,30 @@ impl Purger {
 /// `pause` after each, until none is left below the purge point (which may move on
 /// meanwhile), or until the store is dropped. Each removal is one insert of its own, so
 /// sled's other writers never wait for a batch; a crash leaves some entries below the
-/// pointer, which reads skip and the next purge removes.
+/// pointer, which reads skip and the next purge removes. A failed read or removal stops
+/// it the same way (the next purge starts a remover again).
 fn remove_purged(purger: &Weak<Purger>, pause: Duration) {
+    if let Err(e) = remove_until_done(purger, pause) {
+        tracing::warn!(error = %e, "log purge stopped; the next purge resumes it");
+        if let Some(p) = purger.upgrade() {
+            *p.removing() = false;
+        }
+    }
+}
+
+fn remove_until_done(purger: &Weak<Purger>, pause: Duration) -> Result<(), sled::Error> {
     let mut next: Option<u64> = None;
     loop {
-        let Some(p) = purger.upgrade() else { return };
+        let Some(p) = purger.upgrade() else {
+            return Ok(());
+        };
         let end = p.kept_from.load(Ordering::Acquire);
         // The first entry still there below the purge point (entries have consecutive
         // indexes, so each one after it is removed by its key, never read).
         let from = match next {
             Some(n) => n,
             None => match p.tree.range(entry_key(0)..entry_key(end)).next() {
-                Some(Ok((key, _))) => index_of(&key).unwrap_or(end),
-                Some(Err(e)) => {
-                    tracing::warn!(error = %e, "log purge: reading the log failed");
-                    *p.removing() = false;
-                    return;
-                }
+                Some(item) => index_of(&item?.0).unwrap_or(end),
                 None => end,
             },
         };
@@ -127,18 +134,14 @@ fn remove_purged(purger: &Weak<Purger>, pause: Duration) {
             let mut removing = p.removing();
             if p.kept_from.load(Ordering::Acquire) <= from {
                 *removing = false;
-                return;
+                return Ok(());
             }
             next = Some(from);
             continue;
         }
         let to = end.min(from.saturating_add(PURGE_CHUNK_ENTRIES));
         for index in from..to {
-            if let Err(e) = p.tree.remove(entry_key(index)) {
-                tracing::warn!(error = %e, "log purge: removing an entry failed");
-                *p.removing() = false;
-                return;
-            }
+            p.tree.remove(entry_key(index))?;
         }
         next = Some(to);
         drop(p);
