@@ -36,7 +36,9 @@
 //! run and each row is measured on one and then the other (which goes first alternates),
 //! so a ratio compares windows taken back to back; the table's ratios are the medians of
 //! the runs' own ratios. The idle CPU of each cluster is measured first, over the same
-//! window.
+//! window. The first line printed says how the machine's CPUs idle (cpuidle driver and
+//! governor, and `guest_halt_poll_ns` on a VM guest with `haltpoll`), which moves the
+//! single-client rows of both systems.
 
 #![allow(
     clippy::print_stdout,
@@ -950,6 +952,21 @@ fn flush_round(dir: &std::path::Path, flushers: usize, stagger_us: u64) -> Flush
     }
 }
 
+/// Prints how this machine's CPUs idle. A virtual machine that halts an idle vCPU without
+/// polling first (Linux's `haltpoll` with `guest_halt_poll_ns` 0) pays a round trip to the
+/// host on every wake-up, which the single-client rows feel most (docs/performance.md).
+fn print_cpu_idle() {
+    let read = |path: &str| {
+        std::fs::read_to_string(path).map_or_else(|_| "-".to_string(), |s| s.trim().to_string())
+    };
+    println!(
+        "cpu idle: driver {}, governor {}, guest_halt_poll_ns {}",
+        read("/sys/devices/system/cpu/cpuidle/current_driver"),
+        read("/sys/devices/system/cpu/cpuidle/current_governor"),
+        read("/sys/module/haltpoll/parameters/guest_halt_poll_ns"),
+    );
+}
+
 /// `disk`: a lone flush, two at once and three at once, in turn, three times; then two
 /// flushes with the second started 0 to 120 µs after the first, as a leader's own flush
 /// and its follower's are when the nodes share one disk.
@@ -1093,6 +1110,7 @@ fn main() {
         return;
     }
     let o = options();
+    print_cpu_idle();
     let rows: Vec<&Row> = ROWS
         .iter()
         .filter(|r| o.rows.is_empty() || o.rows.iter().any(|w| r.label.contains(w.as_str())))
