@@ -356,7 +356,10 @@ async fn serve(
             let listener = TlsListener::new(api, tls)?;
             baton_http_api::serve(listener, state, shutdown_signal()).await
         }
-        None => baton_http_api::serve(api, state, shutdown_signal()).await,
+        None => {
+            let api = axum::serve::ListenerExt::tap_io(api, baton_raft_node::no_delay);
+            baton_http_api::serve(api, state, shutdown_signal()).await
+        }
     };
     node.shutdown().await;
     served.context("API server")?;
