@@ -357,7 +357,7 @@ async fn serve(
             baton_http_api::serve(listener, state, shutdown_signal()).await
         }
         None => {
-            let api = axum::serve::ListenerExt::tap_io(api, baton_raft_node::no_delay);
+            let api = axum::serve::ListenerExt::tap_io(api, baton_raft_node::tls::no_delay);
             baton_http_api::serve(api, state, shutdown_signal()).await
         }
     };

@@ -39,7 +39,7 @@ mod worker;
 pub use config::{ClusterFile, ClusterNode, NodeConfig, RaftTuning};
 pub use error::NodeError;
 pub use membership::{Identity, MemberChange};
-pub use node::{ClusterStatus, MemberStatus, Node, no_delay};
+pub use node::{ClusterStatus, MemberStatus, Node};
 pub use secret::Secret;
 pub use stats::{ForwardLabels, NodeStats};
 pub use store::{AppliedBatch, AppliedProgress, ApplyObserver, ClaimWait, Observing};

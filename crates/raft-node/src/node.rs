@@ -264,7 +264,7 @@ impl Node {
                 Err(e) => tracing::error!(error = %e, "peer TLS listener failed"),
             },
             None => {
-                let listener = axum::serve::ListenerExt::tap_io(listener, no_delay);
+                let listener = axum::serve::ListenerExt::tap_io(listener, crate::tls::no_delay);
                 tracker.spawn(serve_peers(listener, app, stop));
             }
         }
@@ -1037,14 +1037,6 @@ impl RouteLocal<()> for ClusterStatus {
     }
 }
 
-/// Sends small writes at once on an accepted connection (no Nagle delay), as the links
-/// and the TLS listeners do; a failure only costs latency, so it is logged at debug level.
-pub fn no_delay(tcp: &mut tokio::net::TcpStream) {
-    if let Err(e) = tcp.set_nodelay(true) {
-        tracing::debug!(error = %e, "TCP_NODELAY not set on an accepted connection");
-    }
-}
-
 /// Serves the peer router on `listener` (plain TCP or TLS) until `stop`.
 async fn serve_peers<L>(
     listener: L,
@@ -1071,7 +1063,7 @@ mod tests {
     async fn an_accepted_connection_sends_small_writes_at_once() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let mut listener = axum::serve::ListenerExt::tap_io(listener, no_delay);
+        let mut listener = axum::serve::ListenerExt::tap_io(listener, crate::tls::no_delay);
         let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
         let (accepted, _) = axum::serve::Listener::accept(&mut listener).await;
         assert!(accepted.nodelay().unwrap());

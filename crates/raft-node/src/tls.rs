@@ -143,6 +143,15 @@ impl ReloadableTls {
     }
 }
 
+/// Sends small writes at once on an accepted connection (no Nagle delay), as the links
+/// do; every listener, TLS or plain, calls it. A failure only costs latency, so it is
+/// logged at debug level.
+pub fn no_delay(tcp: &mut TcpStream) {
+    if let Err(e) = tcp.set_nodelay(true) {
+        tracing::debug!(error = %e, "TCP_NODELAY not set on an accepted connection");
+    }
+}
+
 /// A TLS listener for `axum::serve`: TCP connections are accepted in a task of their own
 /// and each handshake runs in its own task with a deadline; only finished handshakes
 /// reach the server. A failed handshake (wrong CA, plain HTTP, no client certificate) is
@@ -159,7 +168,7 @@ impl TlsListener {
         let (tx, accepted) = mpsc::channel(ACCEPTED_QUEUE);
         tokio::spawn(async move {
             loop {
-                let (stream, peer) = tokio::select! {
+                let (mut stream, peer) = tokio::select! {
                     accepted = tcp.accept() => match accepted {
                         Ok(pair) => pair,
                         Err(e) => {
@@ -171,7 +180,7 @@ impl TlsListener {
                     },
                     () = tx.closed() => return,
                 };
-                let _ = stream.set_nodelay(true);
+                no_delay(&mut stream);
                 let acceptor = tls.acceptor();
                 let tx = tx.clone();
                 tokio::spawn(async move {
