@@ -130,6 +130,11 @@ impl Metrics {
             "Commits this node learned from the leader's answers to writes it forwarded",
             node.commit_notices.clone(),
         );
+        r.register(
+            "baton_raft_early_commits",
+            "Writes this node forwarded and answered from its own apply, committed on the leader's word that it flushed them",
+            node.early_commits.clone(),
+        );
         r
     }
 }

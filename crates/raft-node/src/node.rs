@@ -6,12 +6,16 @@
 use crate::config::NodeConfig;
 use crate::error::NodeError;
 use crate::membership::{self, MemberChange};
-use crate::network::{self, NetworkFactory, PeerClient, PeerError, PeerFailure};
+use crate::network::{
+    self, ForwardFrame, FramedCall, NetworkFactory, PeerClient, PeerError, PeerFailure,
+};
 use crate::store::{
     self, AppliedBatch, AppliedProgress, ApplyObserver, ClaimWait, LeaseRecords, Observing,
     SmShared,
 };
-use crate::types::{LogId, NodeAddr, NodeId, Raft, RaftError, ServerMetrics, leading_term};
+use crate::types::{
+    FlushedAt, LogId, NodeAddr, NodeId, Raft, RaftError, ServerMetrics, leading_term,
+};
 use crate::worker::lease_clock::{self, ClockConfig, ClockPort, ClockRequest, KeepaliveAnswer};
 use crate::worker::proposer::{self, BatchBounds, Pending};
 use crate::worker::reader::{self, ReadReply};
@@ -46,6 +50,10 @@ pub(crate) const FORWARDED_FROM: &str = "from";
 /// The query parameter (`=1`) of a forwarded proposal whose node reads the committed entry
 /// from the leader's answer (decision #131).
 pub(crate) const COMMIT_NOTICE: &str = "notice";
+
+/// The query parameter (`=1`) of a forwarded proposal whose node reads the leader's
+/// answer in frames, the first as soon as the leader has flushed the entry (#146).
+pub(crate) const FLUSH_NOTICE: &str = "flushed";
 
 /// A member of the cluster. Cheap to clone.
 #[derive(Clone)]
@@ -205,7 +213,7 @@ impl Node {
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
         let forwarded_propose_path = format!(
-            "{}?{FORWARDED_FROM}={}&{COMMIT_NOTICE}=1",
+            "{}?{FORWARDED_FROM}={}&{COMMIT_NOTICE}=1&{FLUSH_NOTICE}=1",
             Route::Propose.path(),
             config.id
         );
@@ -357,6 +365,13 @@ impl Node {
         self.inner.flush_gate.clone()
     }
 
+    /// Test-only: the lock taken before each of this node's applies. Holding it stalls the
+    /// node's state machine: entries commit, none is applied.
+    #[cfg(feature = "unsafe-test-hooks")]
+    pub fn apply_gate(&self) -> crate::store::FlushGate {
+        self.inner.sm.apply_gate.clone()
+    }
+
     /// Whether this node is the leader right now (as far as it knows).
     pub fn is_leader(&self) -> bool {
         leading_term(&self.inner.raft.server_metrics().borrow()).is_some()
@@ -408,15 +423,19 @@ impl Node {
     /// answer and commits up to it itself, at once or when the entry reaches it (decision
     /// #131). One that does not (an older version) gets a heartbeat carrying the commit
     /// index, and every follower gets one if it did not say who it is (#111, #127).
+    ///
+    /// `flushed`, if given, is told where the proposal is once this node has flushed its
+    /// entry (decision #146).
     pub(crate) async fn propose_forwarded(
         &self,
         proposal: Proposal,
         from: Option<NodeId>,
         notice: bool,
+        flushed: Option<oneshot::Sender<FlushedAt>>,
     ) -> Result<(Applied, Option<LogId>), NodeError> {
         proposal.validate_from_outside(&self.inner.config.limits)?;
         let (applied, log_id) = self
-            .for_follower(from, self.propose_logged(proposal))
+            .for_follower(from, self.propose_logged(proposal, flushed))
             .await?;
         if notice {
             return Ok((applied, Some(log_id)));
@@ -460,11 +479,16 @@ impl Node {
 
     /// Proposes on this node, which must be the leader.
     pub(crate) async fn propose_here(&self, proposal: Proposal) -> Result<Applied, NodeError> {
-        Ok(self.propose_logged(proposal).await?.0)
+        Ok(self.propose_logged(proposal, None).await?.0)
     }
 
-    /// [`propose_here`](Self::propose_here), with the id of the entry that carried it.
-    async fn propose_logged(&self, proposal: Proposal) -> Result<(Applied, LogId), NodeError> {
+    /// [`propose_here`](Self::propose_here), with the id of the entry that carried it;
+    /// `flushed` is told where the proposal is once this node has flushed the entry.
+    async fn propose_logged(
+        &self,
+        proposal: Proposal,
+        flushed: Option<oneshot::Sender<FlushedAt>>,
+    ) -> Result<(Applied, LogId), NodeError> {
         let bytes = bincode::serialized_size(&proposal).unwrap_or(0) as usize;
         let joins_queue = self.inner.config.queue_join_hold_us > 0
             && proposal
@@ -481,6 +505,7 @@ impl Node {
                 bytes,
                 reply,
                 joins_queue,
+                flushed,
             })
             .await
             .map_err(|_| NodeError::Stopped)?;
@@ -798,7 +823,7 @@ impl Node {
     /// ends as `Indeterminate` (a proposal) or `Unavailable` (anything else).
     async fn routed<Req, Resp>(&self, request: Req, route: Route) -> Result<Resp, NodeError>
     where
-        Req: Serialize + Clone + Send,
+        Req: Serialize + Clone + Send + Sync,
         Resp: DeserializeOwned + RouteLocal<Req>,
     {
         let budget = Duration::from_millis(self.inner.config.propose_timeout_ms);
@@ -818,11 +843,7 @@ impl Node {
                             Route::ReadIndex => &self.inner.forwarded_read_path,
                             _ => route.path(),
                         };
-                        let (reply, committed) = self.forward(&addr.peer, path, &request).await?;
-                        if let Some(log_id) = committed {
-                            self.learn_commit(log_id).await;
-                        }
-                        Ok(reply)
+                        Resp::there(self, &addr.peer, path, &request).await
                     }
                     None => Err(NodeError::NoLeader),
                 }
@@ -862,15 +883,75 @@ impl Node {
             .peers
             .call_noting(addr, path, request, timeout)
             .await
-            .map_err(|e| match e {
-                // Nothing was sent: the caller may route again.
-                PeerError::Unreachable(_) => NodeError::NoLeader,
-                PeerError::Network(m) => NodeError::Indeterminate(m),
-                PeerError::Refused(status) => {
-                    NodeError::Unavailable(format!("leader refused with status {status}"))
-                }
-            })?;
+            .map_err(forward_failure)?;
         Ok((reply.map_err(NodeError::from)?, committed))
+    }
+
+    /// Forwards `proposal` to the leader at `addr` and reads its answer in frames. Once the
+    /// leader says it has flushed the entry carrying the proposal, this node tells its Raft
+    /// (which commits the entry once it holds it too, where the two nodes are a quorum)
+    /// and answers with whichever comes first: the result of its own apply of that entry,
+    /// or the leader's answer (decision #146). The rest of the leader's answer is read in
+    /// the background, so that its connection can carry the next call.
+    async fn forward_proposal(
+        &self,
+        addr: &str,
+        path: &str,
+        proposal: &Proposal,
+    ) -> Result<Applied, NodeError> {
+        let timeout = Duration::from_millis(self.inner.config.propose_timeout_ms);
+        let body = crate::codec::encode(proposal)
+            .map_err(|e| forward_failure(PeerError::Network(e.to_string())))?;
+        let mut call = FramedCall::start(&self.inner.peers, addr, path, body)
+            .await
+            .map_err(forward_failure)?;
+        loop {
+            let at = match call.next().await.map_err(forward_failure)? {
+                ForwardFrame::Answer { result, committed } => {
+                    if let Some(log_id) = committed {
+                        self.learn_commit(log_id).await;
+                    }
+                    return result.map_err(NodeError::from);
+                }
+                ForwardFrame::Flushed(at) => at,
+            };
+            // Registered before Raft hears of it: the apply cannot come first.
+            let Some(mut own) = self.inner.sm.await_result(at) else {
+                continue;
+            };
+            if self
+                .inner
+                .raft
+                .trigger()
+                .flush_notice(at.log_id)
+                .await
+                .is_err()
+            {
+                tracing::debug!("no flush notice: raft has stopped");
+            }
+            tokio::select! {
+                biased;
+                Ok(applied) = &mut own => {
+                    self.inner.stats.early_commits.inc();
+                    let rest = call.finish(timeout);
+                    self.inner.tracker.spawn(rest);
+                    return Ok(applied);
+                }
+                frame = call.next() => match frame.map_err(forward_failure)? {
+                    ForwardFrame::Answer { result, committed } => {
+                        if let Some(log_id) = committed {
+                            self.learn_commit(log_id).await;
+                        }
+                        return result.map_err(NodeError::from);
+                    }
+                    ForwardFrame::Flushed(_) => {
+                        return Err(NodeError::Indeterminate(
+                            "the leader said twice where a proposal is".to_owned(),
+                        ));
+                    }
+                },
+            }
+        }
     }
 
     /// The leader said the entry `log_id` is committed: Raft commits up to it here if this
@@ -992,17 +1073,43 @@ impl Route {
 }
 
 /// How the leader answers a routed request itself.
-trait RouteLocal<Req>: Sized {
+trait RouteLocal<Req: Serialize + Sync>: Sized + DeserializeOwned + Send {
     fn here(
         node: &Node,
         route: Route,
         request: Req,
     ) -> impl Future<Output = Result<Self, NodeError>> + Send;
+
+    /// Sends `request` to the leader at `addr` (its peer address) on `path`; learns the
+    /// commit the leader's answer names, if it names one.
+    fn there(
+        node: &Node,
+        addr: &str,
+        path: &str,
+        request: &Req,
+    ) -> impl Future<Output = Result<Self, NodeError>> + Send {
+        async move {
+            let (reply, committed) = node.forward(addr, path, request).await?;
+            if let Some(log_id) = committed {
+                node.learn_commit(log_id).await;
+            }
+            Ok(reply)
+        }
+    }
 }
 
 impl RouteLocal<Proposal> for Applied {
     async fn here(node: &Node, _: Route, request: Proposal) -> Result<Applied, NodeError> {
         node.propose_here(request).await
+    }
+
+    async fn there(
+        node: &Node,
+        addr: &str,
+        path: &str,
+        request: &Proposal,
+    ) -> Result<Applied, NodeError> {
+        node.forward_proposal(addr, path, request).await
     }
 }
 
@@ -1034,6 +1141,18 @@ impl RouteLocal<Vec<LeaseId>> for Vec<Option<u64>> {
 impl RouteLocal<()> for ClusterStatus {
     async fn here(node: &Node, _: Route, (): ()) -> Result<ClusterStatus, NodeError> {
         node.leader_status_here()
+    }
+}
+
+/// What a failed call to the leader means for the request it carried.
+fn forward_failure(e: PeerError) -> NodeError {
+    match e {
+        // Nothing was sent: the caller may route again.
+        PeerError::Unreachable(_) => NodeError::NoLeader,
+        PeerError::Network(m) => NodeError::Indeterminate(m),
+        PeerError::Refused(status) => {
+            NodeError::Unavailable(format!("leader refused with status {status}"))
+        }
     }
 }
 

@@ -28,7 +28,70 @@ impl std::fmt::Display for NodeAddr {
 pub struct Batch {
     /// The proposals, applied in order.
     pub proposals: Vec<Proposal>,
+    /// Who to tell once the leader that made this entry has flushed it (never encoded:
+    /// only the leader's own copy, on its way to its log, carries any; decision #146).
+    #[serde(skip)]
+    pub(crate) notices: FlushNotices,
 }
+
+impl Batch {
+    /// A batch of `proposals` that tells nobody of its flush.
+    pub fn new(proposals: Vec<Proposal>) -> Batch {
+        Batch {
+            proposals,
+            notices: FlushNotices::default(),
+        }
+    }
+}
+
+/// Where a leader's own flush of an entry is told: the entry's log id, and the place of
+/// a forwarded proposal in its batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlushedAt {
+    /// The entry's log id.
+    pub log_id: LogId,
+    /// The proposal's place in the entry's batch.
+    pub slot: u32,
+}
+
+/// A proposal waiting for the leader's flush of its entry: its place in the batch and
+/// where to tell it.
+pub(crate) type FlushWait = (u32, tokio::sync::oneshot::Sender<FlushedAt>);
+
+/// The proposals of a batch that wait for the leader's flush of their entry. Shared by
+/// the clones of the entry, taken once.
+#[derive(Clone, Default)]
+pub(crate) struct FlushNotices(Option<std::sync::Arc<std::sync::Mutex<Vec<FlushWait>>>>);
+
+impl FlushNotices {
+    /// Notices for `waiting` (place in the batch, where to tell); none if it is empty.
+    pub(crate) fn new(waiting: Vec<FlushWait>) -> Self {
+        FlushNotices((!waiting.is_empty()).then(|| std::sync::Arc::new(waiting.into())))
+    }
+
+    /// Takes the waiting proposals out (the first call only gets any).
+    pub(crate) fn take(&self) -> Vec<FlushWait> {
+        match &self.0 {
+            Some(shared) => std::mem::take(&mut *shared.lock().unwrap_or_else(|e| e.into_inner())),
+            None => Vec::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for FlushNotices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FlushNotices")
+    }
+}
+
+/// Notices are not part of an entry's value: two batches of the same proposals are equal.
+impl PartialEq for FlushNotices {
+    fn eq(&self, _: &FlushNotices) -> bool {
+        true
+    }
+}
+
+impl Eq for FlushNotices {}
 
 /// One Raft entry's result: one [`Applied`] per proposal (empty for blank and membership
 /// entries).

@@ -508,8 +508,195 @@ async fn a_write_through_a_follower_is_applied_there_before_it_is_answered() {
         );
         assert!(node.read_local(|sm| sm.revision()) >= written.revision);
     }
-    // Each answer named its committed entry, and the follower passed it on (#131).
-    assert_eq!(node.stats().commit_notices.get(), 20);
+    // Each write was answered from the follower's own apply after the leader's flush
+    // notice (#146), or from the leader's answer, which named its committed entry, and
+    // the follower passed it on (#131).
+    let stats = node.stats();
+    assert_eq!(stats.early_commits.get() + stats.commit_notices.get(), 20);
+    cluster.shutdown().await;
+}
+
+/// A follower that forwards a write commits it once the leader says it has flushed it
+/// and the follower holds it too (the two are a majority of three), and answers from its
+/// own apply: with the leader's state machine stalled, the leader cannot answer, and the
+/// write is answered and readable on the follower all the same (decision #146).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_write_is_answered_from_the_followers_apply_once_the_leader_flushed_it() {
+    // Room for entries in flight while the leader's apply is stalled.
+    let cluster = cluster_without_heartbeats_and(|c| c.batches_in_flight_max = 4).await;
+    let leader = cluster.leader().await;
+    let follower = cluster.follower().await;
+    let node = cluster.node(follower).clone();
+    let held = cluster.node(leader).apply_gate().lock_owned().await;
+    for (i, key) in ["a", "b"].into_iter().enumerate() {
+        let written = tokio::time::timeout(PROMPTLY, node.propose(put(key, "v")))
+            .await
+            .expect("answered without the leader's apply")
+            .unwrap();
+        assert!(matches!(written.response, Response::Put { .. }));
+        assert_eq!(value_of(&node, key).as_deref(), Some("v"));
+        assert_eq!(node.stats().early_commits.get(), i as u64 + 1);
+        assert_eq!(
+            value_of(cluster.node(leader), key),
+            None,
+            "the leader applied it"
+        );
+    }
+    drop(held);
+    // The leader's answers, read in the background, end; its connections carry on.
+    let written = node.propose(put("c", "v")).await.unwrap();
+    let index = cluster.node(leader).status().last_log_index;
+    cluster.wait_applied(index).await;
+    for n in cluster.nodes.values() {
+        for key in ["a", "b", "c"] {
+            assert_eq!(value_of(n, key).as_deref(), Some("v"));
+        }
+        assert!(n.read_local(|sm| sm.revision()) >= written.revision);
+    }
+    cluster.shutdown().await;
+}
+
+/// A follower believes a flush notice only where it and the leader that made the entry
+/// are a majority, only for an entry of that leader it holds (an entry of an older term
+/// on a majority is not committed), and does not keep a notice of an entry it does not
+/// hold yet. The entries here are not committed (the leader's disk and the other
+/// follower's stall), so applying them shows the notice alone moved the commit; a real
+/// leader sends one only after its flush (decision #146).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flush_notice_commits_only_an_entry_the_leader_and_this_follower_hold() {
+    let cluster = cluster_without_heartbeats_and(|c| c.batches_in_flight_max = 2).await;
+    let leader = cluster.leader().await;
+    let mut followers = cluster.nodes.keys().copied().filter(|id| *id != leader);
+    let (free, stalled) = (followers.next().unwrap(), followers.next().unwrap());
+    let node = cluster.node(leader).clone();
+    node.propose(put("a", "1")).await.unwrap();
+    let follower = cluster.node(free).clone();
+    let index = node.status().applied_index + 1;
+    follower
+        .wait_applied(index - 1, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let term = node.raft().metrics().borrow().current_term;
+    let id =
+        |term, by, index| openraft::LogId::new(openraft::CommittedLeaderId::new(term, by), index);
+    let propose = |key: &'static str| {
+        let node = node.clone();
+        tokio::spawn(async move { node.propose(put(key, "v")).await })
+    };
+    let holds = |index| {
+        let follower = follower.clone();
+        async move {
+            tokio::time::timeout(PROMPTLY, async {
+                while follower.status().last_log_index < index {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+            .await
+            .expect("the free follower holds the new entry");
+        }
+    };
+
+    let held = node.log_flush_gate().lock_owned().await;
+    let held_other = cluster.node(stalled).log_flush_gate().lock_owned().await;
+    let trigger = follower.raft().trigger();
+    // Of an entry it does not hold yet: not kept for when the entry comes.
+    trigger.flush_notice(id(term, leader, index)).await.unwrap();
+    let b = propose("b");
+    holds(index).await;
+    // From a later term, or from another node in this term: not its leader's.
+    trigger
+        .flush_notice(id(term + 1, leader, index))
+        .await
+        .unwrap();
+    trigger
+        .flush_notice(id(term, stalled, index))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(value_of(&follower, "b"), None, "a notice it could not use");
+    assert!(!b.is_finished());
+
+    // From its leader, past what it holds: it commits what it holds of that leader.
+    trigger
+        .flush_notice(id(term, leader, index + 5))
+        .await
+        .unwrap();
+    follower
+        .wait_applied(index, Duration::from_secs(5))
+        .await
+        .expect("the notice of its own leader commits the entry it holds");
+    assert_eq!(value_of(&follower, "b").as_deref(), Some("v"));
+    assert_eq!(value_of(&node, "b"), None, "committed only by the notice");
+
+    drop((held, held_other));
+    tokio::time::timeout(Duration::from_secs(20), b)
+        .await
+        .expect("committed once the disks are back")
+        .unwrap()
+        .unwrap();
+    cluster.shutdown().await;
+}
+
+/// In a cluster of five, a leader and one follower are not a majority: a follower never
+/// commits on a flush notice there, and forwarded writes are answered by the leader
+/// (decision #146).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flush_notice_commits_nothing_where_two_nodes_are_not_a_majority() {
+    let cluster = Cluster::start(5, timing(10_000, (30_000, 40_000))).await;
+    cluster.node(1).campaign().await.unwrap();
+    let leader = cluster.leader().await;
+    let node = cluster.node(leader).clone();
+    node.propose(put("a", "1")).await.unwrap();
+    let free = cluster.follower().await;
+    let follower = cluster.node(free).clone();
+    let index = node.status().applied_index + 1;
+    follower
+        .wait_applied(index - 1, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let term = node.raft().metrics().borrow().current_term;
+    let mut held = vec![node.log_flush_gate().lock_owned().await];
+    for (id, other) in &cluster.nodes {
+        if *id != leader && *id != free {
+            held.push(other.log_flush_gate().lock_owned().await);
+        }
+    }
+    let b = {
+        let node = node.clone();
+        tokio::spawn(async move { node.propose(put("b", "v")).await })
+    };
+    tokio::time::timeout(PROMPTLY, async {
+        while follower.status().last_log_index < index {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the free follower holds the new entry");
+    let log_id = openraft::LogId::new(openraft::CommittedLeaderId::new(term, leader), index);
+    follower
+        .raft()
+        .trigger()
+        .flush_notice(log_id)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        value_of(&follower, "b"),
+        None,
+        "two of five are not a majority"
+    );
+
+    drop(held);
+    tokio::time::timeout(Duration::from_secs(20), b)
+        .await
+        .expect("committed once the disks are back")
+        .unwrap()
+        .unwrap();
+    // And a write through a follower is answered by the leader's word.
+    let before = follower.stats().commit_notices.get();
+    follower.propose(put("c", "v")).await.unwrap();
+    assert_eq!(follower.stats().early_commits.get(), 0);
+    assert_eq!(follower.stats().commit_notices.get(), before + 1);
     cluster.shutdown().await;
 }
 

@@ -42,9 +42,7 @@ async fn grant_and_snapshot(sm: &mut SmStore, n: u64) {
     let entries: Vec<_> = (1..=n)
         .map(|i| Entry::<TypeConfig> {
             log_id: log_id(i),
-            payload: EntryPayload::Normal(Batch {
-                proposals: vec![grant.clone()],
-            }),
+            payload: EntryPayload::Normal(Batch::new(vec![grant.clone()])),
         })
         .collect();
     sm.apply(entries).await.expect("apply the grants");

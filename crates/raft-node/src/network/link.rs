@@ -14,6 +14,7 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 use http_body_util::{BodyExt, Full};
 use hyper::HeaderMap;
+use hyper::body::Incoming;
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use rustls_pki_types::ServerName;
@@ -121,11 +122,82 @@ impl PeerLink {
         result
     }
 
-    async fn exchange(
+    /// Sends a POST of `body` to `path` and returns the answer's head and its body, not
+    /// read yet: [`read`](Self::read) reads it (decision #146). A failure closes the
+    /// connection; so does dropping the body before its end (hyper does not reuse it).
+    pub(crate) async fn send(
         &mut self,
         path: &str,
         body: Vec<u8>,
-    ) -> Result<(HeaderMap, Bytes), PeerError> {
+    ) -> Result<(hyper::http::response::Parts, Incoming), PeerError> {
+        let request = self.request(path, body).await?;
+        let result = async {
+            let Some(Open { sender, driver }) = self.open.as_mut() else {
+                return Err(PeerError::Network("no connection".to_owned()));
+            };
+            let driver = driver.get_mut().unwrap_or_else(|e| e.into_inner());
+            let answer = async {
+                sender.ready().await.map_err(network)?;
+                let response = sender.send_request(request).await.map_err(network)?;
+                let (parts, body) = response.into_parts();
+                if !parts.status.is_success() {
+                    return Err(PeerError::Refused(parts.status.as_u16()));
+                }
+                Ok((parts, body))
+            };
+            tokio::pin!(answer);
+            tokio::select! {
+                biased;
+                answer = &mut answer => answer,
+                ended = driver.as_mut() => Err(ended_early(ended)),
+            }
+        }
+        .await;
+        if result.is_err() {
+            self.open = None;
+        }
+        result
+    }
+
+    /// The next piece of an answer's `body` from [`send`](Self::send), while driving the
+    /// connection; `None` at its end. A failure closes the connection.
+    pub(crate) async fn read(&mut self, body: &mut Incoming) -> Result<Option<Bytes>, PeerError> {
+        let result = async {
+            let Some(Open { driver, .. }) = self.open.as_mut() else {
+                return Err(PeerError::Network("no connection".to_owned()));
+            };
+            let driver = driver.get_mut().unwrap_or_else(|e| e.into_inner());
+            loop {
+                let frame = tokio::select! {
+                    biased;
+                    frame = body.frame() => frame,
+                    ended = driver.as_mut() => return Err(ended_early(ended)),
+                };
+                match frame {
+                    None => return Ok(None),
+                    Some(Err(e)) => return Err(network(e)),
+                    Some(Ok(frame)) => {
+                        if let Ok(data) = frame.into_data() {
+                            return Ok(Some(data));
+                        }
+                    }
+                }
+            }
+        }
+        .await;
+        if result.is_err() {
+            self.open = None;
+        }
+        result
+    }
+
+    /// A POST of `body` to `path` with the secret, on this link's connection (opened or
+    /// taken from the idle ones as needed).
+    async fn request(
+        &mut self,
+        path: &str,
+        body: Vec<u8>,
+    ) -> Result<hyper::Request<Full<Bytes>>, PeerError> {
         // This link's connection, else one a dropped link left, whichever is still alive.
         let reused = self
             .open
@@ -135,10 +207,10 @@ impl PeerLink {
                 let mut open = self.client.idle_links().take(&self.addr)?;
                 open.alive().then_some(open)
             });
-        let open = match reused {
-            Some(open) => self.open.insert(open),
-            None => self.open.insert(self.connect().await?),
-        };
+        match reused {
+            Some(open) => self.open = Some(open),
+            None => self.open = Some(self.connect().await?),
+        }
         let mut request = hyper::Request::post(path)
             .header(hyper::header::HOST, self.addr.as_str())
             .body(Full::new(Bytes::from(body)))
@@ -146,6 +218,18 @@ impl PeerLink {
         if let Some(secret) = self.client.secret_header()? {
             request.headers_mut().insert(SECRET_HEADER, secret.clone());
         }
+        Ok(request)
+    }
+
+    async fn exchange(
+        &mut self,
+        path: &str,
+        body: Vec<u8>,
+    ) -> Result<(HeaderMap, Bytes), PeerError> {
+        let request = self.request(path, body).await?;
+        let Some(open) = self.open.as_mut() else {
+            return Err(PeerError::Network("no connection".to_owned()));
+        };
         let Open { sender, driver } = open;
         let driver = driver.get_mut().unwrap_or_else(|e| e.into_inner());
         let answer = async {
@@ -162,10 +246,7 @@ impl PeerLink {
         tokio::select! {
             biased;
             answer = &mut answer => answer,
-            ended = driver.as_mut() => Err(PeerError::Network(match ended {
-                Ok(()) => "the peer closed the connection".to_owned(),
-                Err(e) => e.to_string(),
-            })),
+            ended = driver.as_mut() => Err(ended_early(ended)),
         }
     }
 
@@ -218,6 +299,14 @@ impl Drop for PeerLink {
             self.client.idle_links().put(&self.addr, open);
         }
     }
+}
+
+/// The connection ended while an answer was awaited.
+fn ended_early(ended: hyper::Result<()>) -> PeerError {
+    PeerError::Network(match ended {
+        Ok(()) => "the peer closed the connection".to_owned(),
+        Err(e) => e.to_string(),
+    })
 }
 
 fn network(e: hyper::Error) -> PeerError {

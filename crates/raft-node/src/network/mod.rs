@@ -3,10 +3,13 @@
 //! optional shared secret must be presented in [`SECRET_HEADER`].
 
 mod client;
+mod framed;
 mod link;
 mod server;
 
 pub use client::{NetworkFactory, PeerClient, PeerError};
+pub(crate) use framed::FramedCall;
+pub use framed::{FRAMED_HEADER, ForwardFrame};
 pub use server::{PeerFailure, router};
 
 use crate::types::LogId;

@@ -6,7 +6,10 @@
 //! bincode `Result` (the answer to a forwarded proposal may also name its committed entry
 //! in [`COMMITTED_HEADER`]).
 
-use super::{COMMITTED_HEADER, PEER_BODY_BYTES_MAX, SECRET_HEADER, format_log_id};
+use super::{
+    COMMITTED_HEADER, FRAMED_HEADER, ForwardFrame, PEER_BODY_BYTES_MAX, SECRET_HEADER,
+    format_log_id,
+};
 use crate::codec;
 use crate::error::NodeError;
 use crate::membership::{self, CHANGE_PATH, IDENTITY_PATH, Identity, MemberChange};
@@ -22,6 +25,7 @@ use axum::routing::post;
 use baton_state_machine::{Applied, LeaseId, Proposal};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
 
 /// A forwarded request's failure, as it travels between nodes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,10 +157,12 @@ async fn snapshot(State(node): State<Node>, body: Bytes) -> Response {
     .await
 }
 
-/// A forwarded proposal; `?from=<id>` names the follower that forwarded it and
-/// `&notice=1` says it reads [`COMMITTED_HEADER`] (both absent from older versions; a
-/// `from` that is not a node id is ignored). The header names the committed entry that
-/// carried the proposal, so that follower can commit and apply it at once (decision #131).
+/// A forwarded proposal; `?from=<id>` names the follower that forwarded it,
+/// `&notice=1` says it reads [`COMMITTED_HEADER`] and `&flushed=1` that it reads the answer
+/// in frames (all absent from older versions; a `from` that is not a node id is ignored).
+/// The header (or the last frame) names the committed entry that carried the proposal, so
+/// that follower can commit and apply it at once (decision #131); the first frame says
+/// where the proposal is as soon as this node has flushed it (#146).
 async fn propose(State(node): State<Node>, RawQuery(query): RawQuery, body: Bytes) -> Response {
     let query = query.unwrap_or_default();
     let from = forwarded_from(&query);
@@ -165,7 +171,10 @@ async fn propose(State(node): State<Node>, RawQuery(query): RawQuery, body: Byte
         Ok(proposal) => proposal,
         Err(refused) => return refused,
     };
-    match node.propose_forwarded(proposal, from, notice).await {
+    if query_value(&query, crate::node::FLUSH_NOTICE) == Some("1") {
+        return framed_proposal(node, proposal, from);
+    }
+    match node.propose_forwarded(proposal, from, notice, None).await {
         Ok((applied, committed)) => {
             let mut response = reply(&Ok::<_, PeerFailure>(applied));
             let header = committed.and_then(|id| HeaderValue::from_str(&format_log_id(&id)).ok());
@@ -176,6 +185,44 @@ async fn propose(State(node): State<Node>, RawQuery(query): RawQuery, body: Byte
         }
         Err(e) => reply(&Err::<Applied, _>(PeerFailure::from(e))),
     }
+}
+
+/// The answer in frames: [`ForwardFrame::Flushed`] once this node has flushed the entry
+/// (if it does before the outcome is known), then [`ForwardFrame::Answer`].
+fn framed_proposal(node: Node, proposal: Proposal, from: Option<NodeId>) -> Response {
+    let (flushed_to, flushed) = oneshot::channel();
+    let outcome = Box::pin(async move {
+        let outcome = node
+            .propose_forwarded(proposal, from, true, Some(flushed_to))
+            .await;
+        let (result, committed) = match outcome {
+            Ok((applied, committed)) => (Ok(applied), committed),
+            Err(e) => (Err(PeerFailure::from(e)), None),
+        };
+        ForwardFrame::Answer { result, committed }
+    });
+    let frames = futures_util::stream::unfold(
+        (Some(flushed), Some(outcome)),
+        |(flushed, outcome)| async move {
+            let mut outcome = outcome?;
+            let frame = match flushed {
+                Some(mut flushed) => tokio::select! {
+                    biased;
+                    answer = &mut outcome => return Some((answer, (None, None))),
+                    Ok(at) = &mut flushed => ForwardFrame::Flushed(at),
+                    else => return None,
+                },
+                None => return Some(((&mut outcome).await, (None, None))),
+            };
+            Some((frame, (None, Some(outcome))))
+        },
+    );
+    let bytes = futures_util::StreamExt::map(frames, |frame| frame.encode());
+    let mut response = axum::body::Body::from_stream(bytes).into_response();
+    response
+        .headers_mut()
+        .insert(FRAMED_HEADER, HeaderValue::from_static("1"));
+    response
 }
 
 /// The value of `name` in a query string.

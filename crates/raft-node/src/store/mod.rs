@@ -14,6 +14,7 @@ mod flusher;
 mod lease_records;
 mod log_store;
 mod observers;
+mod result_waits;
 mod sm_store;
 mod snapshot_files;
 

@@ -6,22 +6,23 @@ use super::claim_waits::{ClaimWait, ClaimWaits};
 use super::crash::CrashHooks;
 use super::lease_records::LeaseRecords;
 use super::observers::{ApplyObserver, Observers, Observing, ProgressAlarm};
+use super::result_waits::ResultWaits;
 use super::snapshot_files::{SnapshotFiles, Written};
 use crate::codec;
 use crate::error::NodeError;
 use crate::types::{
-    BatchReply, Entry, LogId, NodeId, Snapshot, SnapshotMeta, StorageError, StoredMembership,
-    TypeConfig,
+    BatchReply, Entry, FlushedAt, LogId, NodeId, Snapshot, SnapshotMeta, StorageError,
+    StoredMembership, TypeConfig,
 };
 use crate::worker::clock_now;
-use baton_state_machine::{Command, Event, ResourceId, Revision, StateMachine};
+use baton_state_machine::{Applied, Command, Event, ResourceId, Revision, StateMachine};
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
 use std::io::{Cursor, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{broadcast, oneshot, watch};
 
 const SNAPSHOT_META_KEY: &[u8] = b"meta";
 /// The current snapshot's file name (in the `snapshots` directory).
@@ -74,6 +75,11 @@ pub struct SmShared {
     observers: Arc<Observers>,
     /// Wakes the snapshot pacer once progress reaches its marks.
     alarm: ProgressAlarm,
+    /// Forwarded proposals waiting for their result from this node's apply (#146).
+    results: ResultWaits,
+    /// Test-only: the lock taken before each apply.
+    #[cfg(feature = "unsafe-test-hooks")]
+    pub(crate) apply_gate: super::FlushGate,
 }
 
 impl SmShared {
@@ -113,6 +119,14 @@ impl SmShared {
     /// Registers a wait for the queue entry enqueued at `enqueued` on `resource`.
     pub fn wait_claim(&self, resource: ResourceId, enqueued: Revision) -> ClaimWait {
         self.claim_waits.register(resource, enqueued)
+    }
+
+    /// The result this node's apply gives the proposal at `at`, if that entry is not
+    /// applied yet; `None` if it is (or another entry was applied at its index).
+    pub(crate) fn await_result(&self, at: FlushedAt) -> Option<oneshot::Receiver<Applied>> {
+        let state = self.read();
+        let applied = state.last_applied.map_or(0, |l| l.index);
+        (at.log_id.index > applied).then(|| self.results.register(at))
     }
 
     /// Registers `observer` for every applied batch until the handle is dropped.
@@ -186,6 +200,9 @@ impl SmStore {
             claim_waits: Arc::default(),
             observers: Arc::default(),
             alarm: ProgressAlarm::new(progress),
+            results: ResultWaits::default(),
+            #[cfg(feature = "unsafe-test-hooks")]
+            apply_gate: super::FlushGate::default(),
         });
         Ok(SmStore {
             shared,
@@ -352,11 +369,14 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
+        #[cfg(feature = "unsafe-test-hooks")]
+        let _stalled = self.shared.apply_gate.clone().lock_owned().await;
         let mut replies = Vec::new();
         let mut events = Vec::new();
         let mut commands = self.shared.progress.borrow().commands;
-        let progress = {
+        let (progress, answered) = {
             let mut state = self.shared.write();
+            let mut waits = self.shared.results.take();
             let now = clock_now();
             for entry in entries {
                 state.last_applied = Some(entry.log_id);
@@ -396,14 +416,19 @@ impl RaftStateMachine<TypeConfig> for SmStore {
                         BatchReply::default()
                     }
                 };
+                if !waits.is_empty() {
+                    waits.applied(entry.log_id, &reply);
+                }
                 replies.push(reply);
                 self.crash.applied(entry.log_id.index);
             }
-            AppliedProgress {
-                log_index: state.last_applied.map_or(0, |l| l.index),
+            let log_index = state.last_applied.map_or(0, |l| l.index);
+            let progress = AppliedProgress {
+                log_index,
                 revision: state.machine.revision(),
                 commands,
-            }
+            };
+            (progress, self.shared.results.keep(waits, log_index))
         };
         if !events.is_empty() {
             self.shared.claim_waits.wake(&events);
@@ -416,6 +441,10 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             let _ = self.shared.events.send(batch);
         }
         self.shared.publish(progress);
+        for (waiting, applied) in answered {
+            // The forwarder may have had its answer from the leader first.
+            let _ = waiting.send(applied);
+        }
         Ok(replies)
     }
 

@@ -14,7 +14,7 @@
 
 use crate::error::NodeError;
 use crate::stats::NodeStats;
-use crate::types::{Batch, ClientWriteError, LogId, Raft, TypeConfig};
+use crate::types::{Batch, ClientWriteError, FlushNotices, FlushedAt, LogId, Raft, TypeConfig};
 use baton_state_machine::{Applied, Proposal};
 use std::future::Future;
 use std::sync::Arc;
@@ -56,6 +56,9 @@ pub(crate) struct Pending {
     /// It is an acquire that will only join a queue (`StateMachine::joins_queue`): it may
     /// wait up to `BatchBounds::queue_join_hold` for company.
     pub(crate) joins_queue: bool,
+    /// Where to tell the entry's log id and this proposal's place in it once this node,
+    /// as leader, has flushed the entry (a proposal a follower forwarded, decision #146).
+    pub(crate) flushed: Option<oneshot::Sender<FlushedAt>>,
 }
 
 /// Bounds of one batch and of the pipeline.
@@ -127,12 +130,24 @@ pub(crate) async fn run<L: Log>(
                 }
             }
         }
-        let (proposals, replies): (Vec<_>, Vec<_>) =
-            batch.into_iter().map(|p| (p.proposal, p.reply)).unzip();
+        let mut waiting = Vec::new();
+        let mut proposals = Vec::with_capacity(batch.len());
+        let mut replies = Vec::with_capacity(batch.len());
+        for (slot, p) in batch.into_iter().enumerate() {
+            if let Some(flushed) = p.flushed {
+                waiting.push((slot as u32, flushed));
+            }
+            proposals.push(p.proposal);
+            replies.push(p.reply);
+        }
         tracing::trace!(proposals = proposals.len(), bytes, "proposing a batch");
         stats.proposals_per_entry.observe(proposals.len() as f64);
         let started = std::time::Instant::now();
-        match log.write(Batch { proposals }).await {
+        let batch = Batch {
+            proposals,
+            notices: FlushNotices::new(waiting),
+        };
+        match log.write(batch).await {
             Ok(receiver) => {
                 let within = bounds.answer_within;
                 let commit_seconds = stats.commit_seconds.clone();
@@ -312,6 +327,7 @@ mod tests {
         let proposal = Proposal::from(Command::LeaseGrant(LeaseGrant { ttl_ms: 1_000 }));
         queue
             .try_send(Pending {
+                flushed: None,
                 proposal,
                 bytes: 8,
                 reply,

@@ -78,6 +78,23 @@ where C: RaftTypeConfig
             .await
     }
 
+    /// PATCH (baton): tell this follower that the leader that made the entry `flushed` has
+    /// flushed its log up to it (in the answer to a write this node forwarded). Returns at
+    /// once.
+    ///
+    /// Used only if that leader and this node are a quorum of every configuration, and
+    /// only for an entry of the leader this node follows now, with a committed vote (an
+    /// entry of an older term is not committed by being on a quorum). The follower then
+    /// commits up to `flushed` if it has accepted it from that leader, else up to the last
+    /// entry of that leader's term it has accepted, else nothing: a follower's appends are
+    /// flushed before its `RaftCore` reads its next message, so what it accepted is on its
+    /// disk, and the leader's log up to `flushed` is on the leader's.
+    pub async fn flush_notice(&self, flushed: LogId<C::NodeId>) -> Result<(), Fatal<C::NodeId>> {
+        self.raft_inner
+            .send_external_command(ExternalCommand::FlushNotice { flushed }, "trigger_flush_notice")
+            .await
+    }
+
     /// Trigger to build a snapshot at once and return at once.
     ///
     /// Returns error when RaftCore has [`Fatal`] error, e.g. shut down or having storage error.

@@ -27,6 +27,11 @@ pub(crate) enum ExternalCommand<C: RaftTypeConfig> {
     /// committed; the follower commits up to it as an AppendEntries from that leader would.
     CommitNotice { committed: LogId<C::NodeId> },
 
+    /// PATCH (baton): on a follower, the leader that made the entry `flushed` says it has
+    /// flushed its log up to it. Where that leader and this follower are a quorum of every
+    /// configuration, the follower commits up to it once it holds it too.
+    FlushNotice { flushed: LogId<C::NodeId> },
+
     /// Initiate to build a snapshot on this node.
     Snapshot,
 
@@ -65,6 +70,9 @@ where C: RaftTypeConfig
             }
             ExternalCommand::CommitNotice { committed } => {
                 write!(f, "CommitNotice({})", committed)
+            }
+            ExternalCommand::FlushNotice { flushed } => {
+                write!(f, "FlushNotice({})", flushed)
             }
             ExternalCommand::Snapshot => {
                 write!(f, "Snapshot")
