@@ -81,6 +81,9 @@ struct NodeInner {
     /// the leader's answer names the committed entry (#131; a leader of an older version
     /// ignores the query and sends this node a heartbeat, or every node one). Built once.
     forwarded_propose_path: String,
+    /// The same with `&flushed=1`: the answer comes in frames, the first once the leader
+    /// has flushed the entry (#146). Used where the leader and this node are a majority.
+    flush_noticed_propose_path: String,
     /// Where this node forwards a read index: `/baton/read_index?from=<this node>`, so
     /// the leader does not treat it as a spare (#136). Built once.
     forwarded_read_path: String,
@@ -213,15 +216,17 @@ impl Node {
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
         let forwarded_propose_path = format!(
-            "{}?{FORWARDED_FROM}={}&{COMMIT_NOTICE}=1&{FLUSH_NOTICE}=1",
+            "{}?{FORWARDED_FROM}={}&{COMMIT_NOTICE}=1",
             Route::Propose.path(),
             config.id
         );
+        let flush_noticed_propose_path = format!("{forwarded_propose_path}&{FLUSH_NOTICE}=1");
         let forwarded_read_path =
             format!("{}?{FORWARDED_FROM}={}", Route::ReadIndex.path(), config.id);
         let node = Node {
             inner: Arc::new(NodeInner {
                 forwarded_propose_path,
+                flush_noticed_propose_path,
                 forwarded_read_path,
                 config,
                 raft: raft.clone(),
@@ -384,6 +389,21 @@ impl Node {
         let id = m.current_leader?;
         let addr = m.membership_config.membership().get_node(&id)?.clone();
         Some((id, addr))
+    }
+
+    /// Whether `leader` and this node are a majority of every configuration of the
+    /// membership this node knows (a cluster of three): then a write this node forwards
+    /// is committed once both have flushed it, and the leader's flush notice lets Raft
+    /// commit it here (decision #146; Raft checks the same again).
+    fn majority_with(&self, leader: NodeId) -> bool {
+        let m = self.inner.raft.metrics();
+        let m = m.borrow();
+        let pair = [leader, self.id()];
+        let configs = m.membership_config.membership().get_joint_config();
+        configs.iter().all(|voters| {
+            let present = pair.iter().filter(|id| voters.contains(id)).count();
+            present * 2 > voters.len()
+        })
     }
 
     /// Proposes a command (forwarded to the leader if this node is not). On timeout the
@@ -836,9 +856,12 @@ impl Node {
                     Some((id, _)) if id == self.id() => {
                         Resp::here(self, route, request.clone()).await
                     }
-                    Some((_, addr)) => {
+                    Some((leader, addr)) => {
                         self.inner.stats.forwarded(route.path());
                         let path = match route {
+                            Route::Propose if self.majority_with(leader) => {
+                                &self.inner.flush_noticed_propose_path
+                            }
                             Route::Propose => &self.inner.forwarded_propose_path,
                             Route::ReadIndex => &self.inner.forwarded_read_path,
                             _ => route.path(),

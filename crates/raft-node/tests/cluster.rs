@@ -638,8 +638,8 @@ async fn a_flush_notice_commits_only_an_entry_the_leader_and_this_follower_hold(
 }
 
 /// In a cluster of five, a leader and one follower are not a majority: a follower never
-/// commits on a flush notice there, and forwarded writes are answered by the leader
-/// (decision #146).
+/// commits on a flush notice there, and does not ask for one: its forwarded writes are
+/// answered by the leader (decision #146).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flush_notice_commits_nothing_where_two_nodes_are_not_a_majority() {
     let cluster = Cluster::start(5, timing(10_000, (30_000, 40_000))).await;
