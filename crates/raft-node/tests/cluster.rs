@@ -5,7 +5,7 @@
 
 mod common;
 
-use baton_raft_node::{NodeConfig, NodeId};
+use baton_raft_node::{NodeConfig, NodeError, NodeId};
 use baton_state_machine::*;
 use common::*;
 use std::time::Duration;
@@ -556,6 +556,80 @@ async fn a_forwarded_write_is_answered_from_the_followers_apply_once_the_leader_
     cluster.shutdown().await;
 }
 
+/// A 3-node cluster without heartbeats for the notice tests: one write applied on the
+/// `follower` (not `stalled`), and the index and term the next entry will have.
+struct NoticeCase {
+    cluster: Cluster,
+    leader: NodeId,
+    stalled: NodeId,
+    node: baton_raft_node::Node,
+    follower: baton_raft_node::Node,
+    index: u64,
+    term: u64,
+}
+
+impl NoticeCase {
+    /// Two entries in flight at a time.
+    async fn start() -> NoticeCase {
+        let cluster = cluster_without_heartbeats_and(|c| c.batches_in_flight_max = 2).await;
+        let leader = cluster.leader().await;
+        let mut followers = cluster.nodes.keys().copied().filter(|id| *id != leader);
+        let (free, stalled) = (followers.next().unwrap(), followers.next().unwrap());
+        let node = cluster.node(leader).clone();
+        node.propose(put("a", "1")).await.unwrap();
+        let follower = cluster.node(free).clone();
+        let index = node.status().applied_index + 1;
+        follower
+            .wait_applied(index - 1, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let term = node.raft().metrics().borrow().current_term;
+        NoticeCase {
+            cluster,
+            leader,
+            stalled,
+            node,
+            follower,
+            index,
+            term,
+        }
+    }
+
+    /// The log id `index` of the leader `by` in `term`.
+    fn id(term: u64, by: NodeId, index: u64) -> openraft::LogId<NodeId> {
+        openraft::LogId::new(openraft::CommittedLeaderId::new(term, by), index)
+    }
+
+    /// Proposes `key` on the leader in a task of its own.
+    fn propose(&self, key: &'static str) -> tokio::task::JoinHandle<Result<Applied, NodeError>> {
+        let node = self.node.clone();
+        tokio::spawn(async move { node.propose(put(key, "v")).await })
+    }
+
+    /// Waits until the follower holds the entry `index`.
+    async fn holds(&self, index: u64) {
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while self.follower.status().last_log_index < index {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("the free follower holds the new entry");
+    }
+
+    /// Stalls the leader's disk and the other follower's: nothing commits.
+    async fn stall(&self) -> [tokio::sync::OwnedMutexGuard<()>; 2] {
+        [
+            self.node.log_flush_gate().lock_owned().await,
+            self.cluster
+                .node(self.stalled)
+                .log_flush_gate()
+                .lock_owned()
+                .await,
+        ]
+    }
+}
+
 /// A follower believes a flush notice only where it and the leader that made the entry
 /// are a majority, only for an entry of that leader it holds (an entry of an older term
 /// on a majority is not committed), and does not keep a notice of an entry it does not
@@ -564,45 +638,15 @@ async fn a_forwarded_write_is_answered_from_the_followers_apply_once_the_leader_
 /// leader sends one only after its flush (decision #146).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flush_notice_commits_only_an_entry_the_leader_and_this_follower_hold() {
-    let cluster = cluster_without_heartbeats_and(|c| c.batches_in_flight_max = 2).await;
-    let leader = cluster.leader().await;
-    let mut followers = cluster.nodes.keys().copied().filter(|id| *id != leader);
-    let (free, stalled) = (followers.next().unwrap(), followers.next().unwrap());
-    let node = cluster.node(leader).clone();
-    node.propose(put("a", "1")).await.unwrap();
-    let follower = cluster.node(free).clone();
-    let index = node.status().applied_index + 1;
-    follower
-        .wait_applied(index - 1, Duration::from_secs(5))
-        .await
-        .unwrap();
-    let term = node.raft().metrics().borrow().current_term;
-    let id =
-        |term, by, index| openraft::LogId::new(openraft::CommittedLeaderId::new(term, by), index);
-    let propose = |key: &'static str| {
-        let node = node.clone();
-        tokio::spawn(async move { node.propose(put(key, "v")).await })
-    };
-    let holds = |index| {
-        let follower = follower.clone();
-        async move {
-            tokio::time::timeout(PROMPTLY, async {
-                while follower.status().last_log_index < index {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-            })
-            .await
-            .expect("the free follower holds the new entry");
-        }
-    };
-
-    let held = node.log_flush_gate().lock_owned().await;
-    let held_other = cluster.node(stalled).log_flush_gate().lock_owned().await;
-    let trigger = follower.raft().trigger();
+    let case = NoticeCase::start().await;
+    let (leader, stalled, index, term) = (case.leader, case.stalled, case.index, case.term);
+    let id = NoticeCase::id;
+    let held = case.stall().await;
+    let trigger = case.follower.raft().trigger();
     // Of an entry it does not hold yet: not kept for when the entry comes.
     trigger.flush_notice(id(term, leader, index)).await.unwrap();
-    let b = propose("b");
-    holds(index).await;
+    let b = case.propose("b");
+    case.holds(index).await;
     // From a later term, or from another node in this term: not its leader's.
     trigger
         .flush_notice(id(term + 1, leader, index))
@@ -613,7 +657,11 @@ async fn a_flush_notice_commits_only_an_entry_the_leader_and_this_follower_hold(
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(value_of(&follower, "b"), None, "a notice it could not use");
+    assert_eq!(
+        value_of(&case.follower, "b"),
+        None,
+        "a notice it could not use"
+    );
     assert!(!b.is_finished());
 
     // From its leader, past what it holds: it commits what it holds of that leader.
@@ -621,20 +669,24 @@ async fn a_flush_notice_commits_only_an_entry_the_leader_and_this_follower_hold(
         .flush_notice(id(term, leader, index + 5))
         .await
         .unwrap();
-    follower
+    case.follower
         .wait_applied(index, Duration::from_secs(5))
         .await
         .expect("the notice of its own leader commits the entry it holds");
-    assert_eq!(value_of(&follower, "b").as_deref(), Some("v"));
-    assert_eq!(value_of(&node, "b"), None, "committed only by the notice");
+    assert_eq!(value_of(&case.follower, "b").as_deref(), Some("v"));
+    assert_eq!(
+        value_of(&case.node, "b"),
+        None,
+        "committed only by the notice"
+    );
 
-    drop((held, held_other));
+    drop(held);
     tokio::time::timeout(Duration::from_secs(20), b)
         .await
         .expect("committed once the disks are back")
         .unwrap()
         .unwrap();
-    cluster.shutdown().await;
+    case.cluster.shutdown().await;
 }
 
 /// In a cluster of five, a leader and one follower are not a majority: a follower never
@@ -708,41 +760,10 @@ async fn a_flush_notice_commits_nothing_where_two_nodes_are_not_a_majority() {
 /// a real leader names an entry only after committing it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_notice_is_believed_only_from_the_leader_that_made_the_entry() {
-    // Two entries in flight at a time.
-    let cluster = cluster_without_heartbeats_and(|c| c.batches_in_flight_max = 2).await;
-    let leader = cluster.leader().await;
-    let mut followers = cluster.nodes.keys().copied().filter(|id| *id != leader);
-    let (free, stalled) = (followers.next().unwrap(), followers.next().unwrap());
-    let node = cluster.node(leader).clone();
-    node.propose(put("a", "1")).await.unwrap();
-    let follower = cluster.node(free).clone();
-    let index = node.status().applied_index + 1;
-    follower
-        .wait_applied(index - 1, Duration::from_secs(5))
-        .await
-        .unwrap();
-    let term = node.raft().metrics().borrow().current_term;
-    let id =
-        |term, by, index| openraft::LogId::new(openraft::CommittedLeaderId::new(term, by), index);
-    let holds = |index| {
-        let follower = follower.clone();
-        async move {
-            tokio::time::timeout(Duration::from_secs(5), async {
-                while follower.status().last_log_index < index {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-            })
-            .await
-            .expect("the free follower holds the new entry");
-        }
-    };
-    let propose = |key: &'static str| {
-        let node = node.clone();
-        tokio::spawn(async move { node.propose(put(key, "v")).await })
-    };
-
-    let held = node.log_flush_gate().lock_owned().await;
-    let held_other = cluster.node(stalled).log_flush_gate().lock_owned().await;
+    let case = NoticeCase::start().await;
+    let (leader, stalled, index, term) = (case.leader, case.stalled, case.index, case.term);
+    let (id, follower) = (NoticeCase::id, case.follower.clone());
+    let held = case.stall().await;
     // From a later term, or from another node in this term: not this follower's leader.
     let trigger = follower.raft().trigger();
     trigger
@@ -753,8 +774,8 @@ async fn a_commit_notice_is_believed_only_from_the_leader_that_made_the_entry() 
         .commit_notice(id(term, stalled, index))
         .await
         .unwrap();
-    let b = propose("b");
-    holds(index).await;
+    let b = case.propose("b");
+    case.holds(index).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         value_of(&follower, "b"),
@@ -774,14 +795,14 @@ async fn a_commit_notice_is_believed_only_from_the_leader_that_made_the_entry() 
         .await
         .expect("the notice of its own leader commits the entry it holds");
     assert_eq!(value_of(&follower, "b").as_deref(), Some("v"));
-    let c = propose("c");
+    let c = case.propose("c");
     follower
         .wait_applied(index + 1, Duration::from_secs(5))
         .await
         .expect("the kept notice commits the entry when it arrives");
     assert_eq!(value_of(&follower, "c").as_deref(), Some("v"));
 
-    drop((held, held_other));
+    drop(held);
     for pending in [b, c] {
         tokio::time::timeout(Duration::from_secs(20), pending)
             .await
@@ -789,7 +810,7 @@ async fn a_commit_notice_is_believed_only_from_the_leader_that_made_the_entry() 
             .unwrap()
             .unwrap();
     }
-    cluster.shutdown().await;
+    case.cluster.shutdown().await;
 }
 
 /// Three nodes whose leader holds entries for a spare follower for a minute (decision
