@@ -617,6 +617,44 @@ impl NoticeCase {
         .expect("the free follower holds the new entry");
     }
 
+    /// A while later the follower still has not applied `key`, and its write waits.
+    async fn still_pending(
+        &self,
+        key: &str,
+        write: &tokio::task::JoinHandle<Result<Applied, NodeError>>,
+        why: &str,
+    ) {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(value_of(&self.follower, key), None, "{why}");
+        assert!(!write.is_finished());
+    }
+
+    /// The follower applies the entry `index`, which wrote `key`.
+    async fn applies(&self, index: u64, key: &str, why: &str) {
+        self.follower
+            .wait_applied(index, Duration::from_secs(5))
+            .await
+            .expect(why);
+        assert_eq!(value_of(&self.follower, key).as_deref(), Some("v"));
+    }
+
+    /// Lets the disks go, waits for `writes` to commit, and stops the cluster.
+    async fn finish(
+        self,
+        held: [tokio::sync::OwnedMutexGuard<()>; 2],
+        writes: Vec<tokio::task::JoinHandle<Result<Applied, NodeError>>>,
+    ) {
+        drop(held);
+        for write in writes {
+            tokio::time::timeout(Duration::from_secs(20), write)
+                .await
+                .expect("committed once the disks are back")
+                .unwrap()
+                .unwrap();
+        }
+        self.cluster.shutdown().await;
+    }
+
     /// Stalls the leader's disk and the other follower's: nothing commits.
     async fn stall(&self) -> [tokio::sync::OwnedMutexGuard<()>; 2] {
         [
@@ -656,37 +694,22 @@ async fn a_flush_notice_commits_only_an_entry_the_leader_and_this_follower_hold(
         .flush_notice(id(term, stalled, index))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(
-        value_of(&case.follower, "b"),
-        None,
-        "a notice it could not use"
-    );
-    assert!(!b.is_finished());
+    case.still_pending("b", &b, "a notice it could not use")
+        .await;
 
     // From its leader, past what it holds: it commits what it holds of that leader.
     trigger
         .flush_notice(id(term, leader, index + 5))
         .await
         .unwrap();
-    case.follower
-        .wait_applied(index, Duration::from_secs(5))
-        .await
-        .expect("the notice of its own leader commits the entry it holds");
-    assert_eq!(value_of(&case.follower, "b").as_deref(), Some("v"));
+    let why = "the notice of its own leader commits the entry it holds";
+    case.applies(index, "b", why).await;
     assert_eq!(
         value_of(&case.node, "b"),
         None,
         "committed only by the notice"
     );
-
-    drop(held);
-    tokio::time::timeout(Duration::from_secs(20), b)
-        .await
-        .expect("committed once the disks are back")
-        .unwrap()
-        .unwrap();
-    case.cluster.shutdown().await;
+    case.finish(held, vec![b]).await;
 }
 
 /// In a cluster of five, a leader and one follower are not a majority: a follower never
@@ -776,13 +799,8 @@ async fn a_commit_notice_is_believed_only_from_the_leader_that_made_the_entry() 
         .unwrap();
     let b = case.propose("b");
     case.holds(index).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(
-        value_of(&follower, "b"),
-        None,
-        "a notice from another leader"
-    );
-    assert!(!b.is_finished());
+    case.still_pending("b", &b, "a notice from another leader")
+        .await;
 
     // From its leader: the entry it holds is committed and applied at once; the notice of
     // the next one waits for that entry and commits it when it arrives.
@@ -790,27 +808,13 @@ async fn a_commit_notice_is_believed_only_from_the_leader_that_made_the_entry() 
         .commit_notice(id(term, leader, index + 1))
         .await
         .unwrap();
-    follower
-        .wait_applied(index, Duration::from_secs(5))
-        .await
-        .expect("the notice of its own leader commits the entry it holds");
-    assert_eq!(value_of(&follower, "b").as_deref(), Some("v"));
+    let why = "the notice of its own leader commits the entry it holds";
+    case.applies(index, "b", why).await;
     let c = case.propose("c");
-    follower
-        .wait_applied(index + 1, Duration::from_secs(5))
-        .await
-        .expect("the kept notice commits the entry when it arrives");
-    assert_eq!(value_of(&follower, "c").as_deref(), Some("v"));
+    let why = "the kept notice commits the entry when it arrives";
+    case.applies(index + 1, "c", why).await;
 
-    drop(held);
-    for pending in [b, c] {
-        tokio::time::timeout(Duration::from_secs(20), pending)
-            .await
-            .expect("committed once the disks are back")
-            .unwrap()
-            .unwrap();
-    }
-    case.cluster.shutdown().await;
+    case.finish(held, vec![b, c]).await;
 }
 
 /// Three nodes whose leader holds entries for a spare follower for a minute (decision
