@@ -930,13 +930,8 @@ impl Node {
             .map_err(forward_failure)?;
         loop {
             let at = match call.next().await.map_err(forward_failure)? {
-                ForwardFrame::Answer { result, committed } => {
-                    if let Some(log_id) = committed {
-                        self.learn_commit(log_id).await;
-                    }
-                    return result.map_err(NodeError::from);
-                }
                 ForwardFrame::Flushed(at) => at,
+                answer => return self.leaders_answer(answer).await,
             };
             // Registered before Raft hears of it: the apply cannot come first.
             let Some(mut own) = self.inner.sm.await_result(at) else {
@@ -960,20 +955,26 @@ impl Node {
                     self.inner.tracker.spawn(rest);
                     return Ok(applied);
                 }
-                frame = call.next() => match frame.map_err(forward_failure)? {
-                    ForwardFrame::Answer { result, committed } => {
-                        if let Some(log_id) = committed {
-                            self.learn_commit(log_id).await;
-                        }
-                        return result.map_err(NodeError::from);
-                    }
-                    ForwardFrame::Flushed(_) => {
-                        return Err(NodeError::Indeterminate(
-                            "the leader said twice where a proposal is".to_owned(),
-                        ));
-                    }
-                },
+                frame = call.next() => {
+                    return self.leaders_answer(frame.map_err(forward_failure)?).await;
+                }
             }
+        }
+    }
+
+    /// The outcome the leader's last frame gives a forwarded proposal, after learning the
+    /// commit it names (a second `Flushed` frame is a leader's error).
+    async fn leaders_answer(&self, frame: ForwardFrame) -> Result<Applied, NodeError> {
+        match frame {
+            ForwardFrame::Answer { result, committed } => {
+                if let Some(log_id) = committed {
+                    self.learn_commit(log_id).await;
+                }
+                result.map_err(NodeError::from)
+            }
+            ForwardFrame::Flushed(_) => Err(NodeError::Indeterminate(
+                "the leader said twice where a proposal is".to_owned(),
+            )),
         }
     }
 

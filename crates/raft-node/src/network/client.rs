@@ -4,8 +4,8 @@
 //! idle (decision #135). Connection failures become `Unreachable`, so openraft backs off
 //! instead of hammering a dead peer.
 
+use super::committed_in;
 use super::link::{IdleLinks, PeerLink};
-use super::{COMMITTED_HEADER, parse_log_id};
 use crate::codec;
 use crate::tls::PeerTls;
 use crate::types::{LogId, NodeAddr, NodeId, RpcError, TypeConfig};
@@ -132,10 +132,7 @@ impl PeerClient {
         let bytes = codec::encode(body).map_err(|e| PeerError::Network(e.to_string()))?;
         let mut link = PeerLink::new(self.clone(), addr.to_owned());
         let (headers, body) = link.call_with_headers(path, bytes, timeout).await?;
-        let committed = headers
-            .get(COMMITTED_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(parse_log_id);
+        let committed = committed_in(&headers);
         let reply =
             codec::decode(&body).map_err(|e| PeerError::Network(format!("decode reply: {e}")))?;
         Ok((reply, committed))

@@ -9,7 +9,7 @@
 use super::client::{PeerClient, PeerError};
 use super::link::PeerLink;
 use super::server::PeerFailure;
-use super::{COMMITTED_HEADER, PEER_BODY_BYTES_MAX, parse_log_id};
+use super::{PEER_BODY_BYTES_MAX, committed_in};
 use crate::codec;
 use crate::types::{FlushedAt, LogId};
 use baton_state_machine::Applied;
@@ -95,8 +95,8 @@ pub(crate) struct FramedCall {
 }
 
 impl FramedCall {
-    /// POSTs `proposal` to `path` on `addr` (a path that asks for frames) and reads the
-    /// answer's head.
+    /// POSTs the encoded proposal `body` to `path` on `addr` (a path that asks for
+    /// frames) and reads the answer's head.
     pub(crate) async fn start(
         client: &PeerClient,
         addr: &str,
@@ -109,11 +109,7 @@ impl FramedCall {
             .headers
             .get(FRAMED_HEADER)
             .is_some_and(|v| v.as_bytes() == b"1");
-        let committed = parts
-            .headers
-            .get(COMMITTED_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(parse_log_id);
+        let committed = committed_in(&parts.headers);
         Ok(FramedCall {
             link,
             body,
@@ -129,10 +125,7 @@ impl FramedCall {
             return Err(PeerError::Network("the answer has ended".to_owned()));
         }
         let Some(frames) = &mut self.frames else {
-            let mut whole = BytesMut::new();
-            while let Some(piece) = self.link.read(&mut self.body).await? {
-                whole.extend_from_slice(&piece);
-            }
+            let whole = self.link.read_to_end(&mut self.body).await?;
             self.done = true;
             let result = codec::decode(&whole)
                 .map_err(|e| PeerError::Network(format!("decode reply: {e}")))?;

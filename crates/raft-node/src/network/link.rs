@@ -226,28 +226,25 @@ impl PeerLink {
         path: &str,
         body: Vec<u8>,
     ) -> Result<(HeaderMap, Bytes), PeerError> {
-        let request = self.request(path, body).await?;
-        let Some(open) = self.open.as_mut() else {
-            return Err(PeerError::Network("no connection".to_owned()));
+        let (parts, mut body) = self.send(path, body).await?;
+        Ok((parts.headers, self.read_to_end(&mut body).await?))
+    }
+
+    /// The rest of an answer's `body` from [`send`](Self::send), in one piece (without a
+    /// copy when it came in one, as small answers do).
+    pub(crate) async fn read_to_end(&mut self, body: &mut Incoming) -> Result<Bytes, PeerError> {
+        let Some(first) = self.read(body).await? else {
+            return Ok(Bytes::new());
         };
-        let Open { sender, driver } = open;
-        let driver = driver.get_mut().unwrap_or_else(|e| e.into_inner());
-        let answer = async {
-            sender.ready().await.map_err(network)?;
-            let response = sender.send_request(request).await.map_err(network)?;
-            let (parts, body) = response.into_parts();
-            let body = body.collect().await.map_err(network)?;
-            if !parts.status.is_success() {
-                return Err(PeerError::Refused(parts.status.as_u16()));
-            }
-            Ok((parts.headers, body.to_bytes()))
+        let Some(second) = self.read(body).await? else {
+            return Ok(first);
         };
-        tokio::pin!(answer);
-        tokio::select! {
-            biased;
-            answer = &mut answer => answer,
-            ended = driver.as_mut() => Err(ended_early(ended)),
+        let mut whole = bytes::BytesMut::from(&first[..]);
+        whole.extend_from_slice(&second);
+        while let Some(piece) = self.read(body).await? {
+            whole.extend_from_slice(&piece);
         }
+        Ok(whole.freeze())
     }
 
     /// Opens a connection (TLS if the cluster uses it). Failures here mean nothing was

@@ -37,6 +37,14 @@ pub fn parse_log_id(text: &str) -> Option<LogId> {
     Some(LogId::new(leader, index))
 }
 
+/// The committed entry an answer's [`COMMITTED_HEADER`] names, if it names one.
+pub(crate) fn committed_in(headers: &hyper::HeaderMap) -> Option<LogId> {
+    headers
+        .get(COMMITTED_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_log_id)
+}
+
 /// Largest peer request body: room for snapshot chunks and big AppendEntries.
 pub const PEER_BODY_BYTES_MAX: usize = 64 << 20;
 
