@@ -32,6 +32,10 @@ pub struct Batch {
     /// only the leader's own copy, on its way to its log, carries any; decision #146).
     #[serde(skip)]
     pub(crate) notices: FlushNotices,
+    /// Who to answer once this node applies the entry (never encoded: only the copy of
+    /// the node whose proposer made the entry carries any; decision #147).
+    #[serde(skip)]
+    pub(crate) callers: Callers,
 }
 
 impl Batch {
@@ -40,6 +44,7 @@ impl Batch {
         Batch {
             proposals,
             notices: FlushNotices::default(),
+            callers: Callers::default(),
         }
     }
 }
@@ -58,19 +63,25 @@ pub struct FlushedAt {
 /// where to tell it.
 pub(crate) type FlushWait = (u32, tokio::sync::oneshot::Sender<FlushedAt>);
 
-/// The proposals of a batch that wait for the leader's flush of their entry. Shared by
-/// the clones of the entry, taken once.
-#[derive(Clone, Default)]
-pub(crate) struct FlushNotices(Option<std::sync::Arc<std::sync::Mutex<Vec<FlushWait>>>>);
+/// The proposals of a batch that wait for the leader's flush of their entry.
+pub(crate) type FlushNotices = Handoff<FlushWait>;
 
-impl FlushNotices {
-    /// Notices for `waiting` (place in the batch, where to tell); none if it is empty.
-    pub(crate) fn new(waiting: Vec<FlushWait>) -> Self {
-        FlushNotices((!waiting.is_empty()).then(|| std::sync::Arc::new(waiting.into())))
+/// Where the callers of a batch's proposals are answered, in the batch's order: the
+/// proposer's, handed to the apply of this node's own copy of the entry (decision #147).
+pub(crate) type Callers = Handoff<tokio::sync::oneshot::Sender<crate::worker::proposer::Answer>>;
+
+/// Values that ride along with a batch on its way through this node, never encoded:
+/// shared by the clones of the entry and taken once, by whoever comes first.
+pub(crate) struct Handoff<T>(Option<std::sync::Arc<std::sync::Mutex<Vec<T>>>>);
+
+impl<T> Handoff<T> {
+    /// A handoff of `values`; none if it is empty.
+    pub(crate) fn new(values: Vec<T>) -> Self {
+        Handoff((!values.is_empty()).then(|| std::sync::Arc::new(values.into())))
     }
 
-    /// Takes the waiting proposals out (the first call only gets any).
-    pub(crate) fn take(&self) -> Vec<FlushWait> {
+    /// Takes the values out (the first call only gets any).
+    pub(crate) fn take(&self) -> Vec<T> {
         match &self.0 {
             Some(shared) => std::mem::take(&mut *shared.lock().unwrap_or_else(|e| e.into_inner())),
             None => Vec::new(),
@@ -78,20 +89,33 @@ impl FlushNotices {
     }
 }
 
-impl std::fmt::Debug for FlushNotices {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("FlushNotices")
+impl<T> Clone for Handoff<T> {
+    fn clone(&self) -> Self {
+        Handoff(self.0.clone())
     }
 }
 
-/// Notices are not part of an entry's value: two batches of the same proposals are equal.
-impl PartialEq for FlushNotices {
-    fn eq(&self, _: &FlushNotices) -> bool {
+impl<T> Default for Handoff<T> {
+    fn default() -> Self {
+        Handoff(None)
+    }
+}
+
+impl<T> std::fmt::Debug for Handoff<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Handoff")
+    }
+}
+
+/// What rides along is not part of an entry's value: two batches of the same proposals
+/// are equal.
+impl<T> PartialEq for Handoff<T> {
+    fn eq(&self, _: &Handoff<T>) -> bool {
         true
     }
 }
 
-impl Eq for FlushNotices {}
+impl<T> Eq for Handoff<T> {}
 
 /// One Raft entry's result: one [`Applied`] per proposal (empty for blank and membership
 /// entries).

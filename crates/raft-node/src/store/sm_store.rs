@@ -373,6 +373,8 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         let _stalled = self.shared.apply_gate.clone().lock_owned().await;
         let mut replies = Vec::new();
         let mut events = Vec::new();
+        // Results that go straight to this node's callers (decision #147).
+        let mut answering = Vec::new();
         let mut commands = self.shared.progress.borrow().commands;
         let (progress, answered) = {
             let mut state = self.shared.write();
@@ -382,9 +384,11 @@ impl RaftStateMachine<TypeConfig> for SmStore {
                 state.last_applied = Some(entry.log_id);
                 let term = entry.log_id.leader_id.term;
                 state.records.entry(term, now);
-                let reply = match entry.payload {
+                let mut callers = Vec::new();
+                let mut reply = match entry.payload {
                     EntryPayload::Blank => BatchReply::default(),
                     EntryPayload::Normal(batch) => {
+                        callers = batch.callers.take();
                         commands += batch.proposals.len() as u64;
                         let SmState {
                             machine, records, ..
@@ -419,6 +423,11 @@ impl RaftStateMachine<TypeConfig> for SmStore {
                 if !waits.is_empty() {
                     waits.applied(entry.log_id, &reply);
                 }
+                if !callers.is_empty() {
+                    // openraft's own answer then carries no results: the proposer finds
+                    // nobody left to answer.
+                    answering.push((callers, std::mem::take(&mut reply.applied), entry.log_id));
+                }
                 replies.push(reply);
                 self.crash.applied(entry.log_id.index);
             }
@@ -441,9 +450,22 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             let _ = self.shared.events.send(batch);
         }
         self.shared.publish(progress);
+        // Requests woken below run before this task goes back to openraft, whose next
+        // turn (the apply's result, a metrics report) would otherwise come first.
+        let woken = !answered.is_empty() || !answering.is_empty();
         for (waiting, applied) in answered {
             // The forwarder may have had its answer from the leader first.
             let _ = waiting.send(applied);
+        }
+        for (callers, applied, log_id) in answering {
+            // One result per proposal, in the batch's order. A caller that gave up is
+            // fine.
+            for (caller, one) in callers.into_iter().zip(applied) {
+                let _ = caller.send(Ok((one, log_id)));
+            }
+        }
+        if woken {
+            tokio::task::yield_now().await;
         }
         Ok(replies)
     }
@@ -519,4 +541,60 @@ impl RaftStateMachine<TypeConfig> for SmStore {
 /// The term of a snapshot's last entry (0 for an empty one).
 fn last_term(meta: &SnapshotMeta) -> u64 {
     meta.last_log_id.map_or(0, |l| l.leader_id.term)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{Batch, Callers, FlushNotices};
+    use baton_state_machine::{LeaseGrant, Proposal};
+    use tokio::sync::oneshot;
+
+    /// An entry at `index` of two lease grants, whose callers (if any) are `callers`.
+    fn grants(index: u64, callers: Callers) -> Entry {
+        let grant = Proposal::from(Command::LeaseGrant(LeaseGrant { ttl_ms: 5_000 }));
+        Entry {
+            log_id: LogId::new(openraft::CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Normal(Batch {
+                proposals: vec![grant.clone(), grant],
+                notices: FlushNotices::default(),
+                callers,
+            }),
+        }
+    }
+
+    /// The apply hands each result of an entry that carries its callers to its caller,
+    /// in the batch's order, and leaves openraft's reply of that entry empty; an entry
+    /// without callers (one read back from the disk) keeps its results in the reply.
+    #[tokio::test]
+    async fn the_apply_answers_the_callers_an_entry_carries() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = crate::store::open_db(dir.path(), 8 << 20)
+            .await
+            .expect("open");
+        let (_log, mut sm) = crate::store::open(&db, dir.path()).expect("stores");
+        let ((first, first_answer), (second, second_answer)) =
+            (oneshot::channel(), oneshot::channel());
+        let callers = Callers::new(vec![first, second]);
+        let carried = grants(1, callers.clone());
+        let replies = sm
+            .apply([carried.clone(), grants(2, Callers::default())])
+            .await
+            .expect("apply");
+        assert!(replies[0].applied.is_empty(), "{:?}", replies[0]);
+        assert_eq!(replies[1].applied.len(), 2, "{:?}", replies[1]);
+        let first = first_answer.await.expect("answered").expect("applied");
+        let second = second_answer.await.expect("answered").expect("applied");
+        assert_eq!((first.1, second.1), (carried.log_id, carried.log_id));
+        let revisions: Vec<_> = [&first.0, &second.0]
+            .into_iter()
+            .chain(&replies[1].applied)
+            .map(|a| a.revision)
+            .collect();
+        assert!(
+            revisions.windows(2).all(|w| w[0] < w[1]),
+            "each caller has its own grant, in order: {revisions:?}"
+        );
+        assert!(callers.take().is_empty(), "the callers are taken once");
+    }
 }

@@ -14,7 +14,9 @@
 
 use crate::error::NodeError;
 use crate::stats::NodeStats;
-use crate::types::{Batch, ClientWriteError, FlushNotices, FlushedAt, LogId, Raft, TypeConfig};
+use crate::types::{
+    Batch, Callers, ClientWriteError, FlushNotices, FlushedAt, LogId, Raft, TypeConfig,
+};
 use baton_state_machine::{Applied, Proposal};
 use std::future::Future;
 use std::sync::Arc;
@@ -143,9 +145,15 @@ pub(crate) async fn run<L: Log>(
         tracing::trace!(proposals = proposals.len(), bytes, "proposing a batch");
         stats.proposals_per_entry.observe(proposals.len() as f64);
         let started = std::time::Instant::now();
+        // The apply of this node's own copy of the entry answers the callers as soon as
+        // it has their results; openraft's answer, later, then finds nobody left
+        // (decision #147). It answers them itself when the apply read a copy without
+        // them, and on every failure.
+        let callers = Callers::new(replies);
         let batch = Batch {
             proposals,
             notices: FlushNotices::new(waiting),
+            callers: callers.clone(),
         };
         match log.write(batch).await {
             Ok(receiver) => {
@@ -156,13 +164,13 @@ pub(crate) async fn run<L: Log>(
                     if matches!(outcome, Some(Ok(Ok(_)))) {
                         commit_seconds.observe(started.elapsed().as_secs_f64());
                     }
-                    distribute(outcome, within, replies);
+                    distribute(outcome, within, callers.take());
                     drop(permit);
                 });
             }
             Err(fatal) => {
                 tracing::warn!(%fatal, "raft stopped; refusing proposals");
-                for reply in replies {
+                for reply in callers.take() {
                     let _ = reply.send(Err(NodeError::Stopped));
                 }
                 break;
@@ -203,7 +211,11 @@ fn stop(pending: Pending) {
 /// An entry's answer, `None` if none came in time.
 type WriteOutcome = Option<Result<WriteAnswer, oneshot::error::RecvError>>;
 
+/// Answers `replies` (those the apply has not answered) from the entry's `outcome`.
 fn distribute(outcome: WriteOutcome, within: Duration, replies: Vec<oneshot::Sender<Answer>>) {
+    if replies.is_empty() {
+        return;
+    }
     let Some(outcome) = outcome else {
         tracing::warn!(
             proposals = replies.len(),
@@ -335,6 +347,82 @@ mod tests {
             })
             .expect("room in the queue");
         answer
+    }
+
+    /// A log that applies each entry at once as this node's state machine would: with
+    /// `by_apply`, the apply takes the entry's callers and answers them, and openraft's
+    /// answer carries no results; without, the apply saw a copy without callers and
+    /// openraft's answer carries them.
+    struct Applying {
+        by_apply: bool,
+    }
+
+    impl Log for Applying {
+        fn write(
+            &self,
+            batch: Batch,
+        ) -> impl Future<Output = Result<oneshot::Receiver<WriteAnswer>, String>> + Send {
+            let (tx, rx) = oneshot::channel();
+            let log_id = LogId::new(openraft::CommittedLeaderId::new(1, 1), 7);
+            let mut machine = baton_state_machine::StateMachine::default();
+            let mut applied: Vec<_> = batch
+                .proposals
+                .into_iter()
+                .map(|p| machine.apply(p))
+                .collect();
+            if self.by_apply {
+                for (caller, one) in batch.callers.take().into_iter().zip(applied.drain(..)) {
+                    let _ = caller.send(Ok((one, log_id)));
+                }
+            }
+            let _ = tx.send(Ok(openraft::raft::ClientWriteResponse {
+                log_id,
+                data: crate::types::BatchReply { applied },
+                membership: None,
+            }));
+            async move { Ok(rx) }
+        }
+    }
+
+    /// Each caller gets its own result exactly once, whether the apply answered it or
+    /// openraft's answer did.
+    #[tokio::test]
+    async fn callers_are_answered_once_by_the_apply_or_else_by_openraft() {
+        for by_apply in [true, false] {
+            let (queue, receiver) = mpsc::channel(8);
+            let bounds = BatchBounds {
+                proposals_max: 16,
+                bytes_max: 1 << 20,
+                in_flight_max: 1,
+                answer_within: Duration::from_secs(60),
+                queue_join_hold: HOLD,
+            };
+            let (tracker, cancel) = (TaskTracker::new(), CancellationToken::new());
+            // Both proposals are queued before the proposer starts: one entry.
+            let answers = [propose(&queue), propose(&queue)];
+            let task = tokio::spawn(run(
+                Applying { by_apply },
+                receiver,
+                bounds,
+                NodeStats::default(),
+                tracker.clone(),
+                cancel.clone(),
+            ));
+            let mut revisions = Vec::new();
+            for answer in answers {
+                let (applied, log_id) = answer
+                    .await
+                    .expect("answered")
+                    .unwrap_or_else(|e| panic!("by_apply {by_apply}: {e:?}"));
+                assert_eq!(log_id.index, 7);
+                revisions.push(applied.revision);
+            }
+            assert!(revisions[0] < revisions[1], "in order: {revisions:?}");
+            cancel.cancel();
+            task.await.expect("the proposer stops");
+            tracker.close();
+            tracker.wait().await;
+        }
     }
 
     /// Long beside tokio's 1 ms timer resolution.
