@@ -389,25 +389,9 @@ mod tests {
     #[tokio::test]
     async fn callers_are_answered_once_by_the_apply_or_else_by_openraft() {
         for by_apply in [true, false] {
-            let (queue, receiver) = mpsc::channel(8);
-            let bounds = BatchBounds {
-                proposals_max: 16,
-                bytes_max: 1 << 20,
-                in_flight_max: 1,
-                answer_within: Duration::from_secs(60),
-                queue_join_hold: HOLD,
-            };
-            let (tracker, cancel) = (TaskTracker::new(), CancellationToken::new());
-            // Both proposals are queued before the proposer starts: one entry.
+            let (queue, cancel, task) = start(Applying { by_apply });
+            // Both are queued before the proposer first runs (one thread): one entry.
             let answers = [propose(&queue), propose(&queue)];
-            let task = tokio::spawn(run(
-                Applying { by_apply },
-                receiver,
-                bounds,
-                NodeStats::default(),
-                tracker.clone(),
-                cancel.clone(),
-            ));
             let mut revisions = Vec::new();
             for answer in answers {
                 let (applied, log_id) = answer
@@ -420,8 +404,6 @@ mod tests {
             assert!(revisions[0] < revisions[1], "in order: {revisions:?}");
             cancel.cancel();
             task.await.expect("the proposer stops");
-            tracker.close();
-            tracker.wait().await;
         }
     }
 
@@ -429,8 +411,8 @@ mod tests {
     const HOLD: Duration = Duration::from_millis(40);
 
     /// Starts a proposer on `log` with one entry in flight and [`HOLD`].
-    fn start(
-        log: Recording,
+    fn start<L: Log>(
+        log: L,
     ) -> (
         mpsc::Sender<Pending>,
         CancellationToken,
