@@ -450,9 +450,6 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             let _ = self.shared.events.send(batch);
         }
         self.shared.publish(progress);
-        // Requests woken below run before this task goes back to openraft, whose next
-        // turn (the apply's result, a metrics report) would otherwise come first.
-        let woken = !answered.is_empty() || !answering.is_empty();
         for (waiting, applied) in answered {
             // The forwarder may have had its answer from the leader first.
             let _ = waiting.send(applied);
@@ -463,9 +460,6 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             for (caller, one) in callers.into_iter().zip(applied) {
                 let _ = caller.send(Ok((one, log_id)));
             }
-        }
-        if woken {
-            tokio::task::yield_now().await;
         }
         Ok(replies)
     }
