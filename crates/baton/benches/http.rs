@@ -24,7 +24,8 @@
 //!   two at once for comparison.
 //!
 //! - `floor`: instead of the comparison, three attempts of: the second of three concurrent
-//!   flushes, a loopback round trip between two threads, and a single-client put on a
+//!   flushes, a loopback round trip between two threads (also with both pinned to one
+//!   CPU, which shows what waking an idle CPU costs), and a single-client put on a
 //!   baton and an etcd cluster (`secs=S` windows); prints a put's floor on this machine
 //!   (two round trips plus that flush, no CPU spent anywhere) against both puts and half
 //!   of etcd's, which is what 2x etcd's throughput needs.
@@ -1002,12 +1003,28 @@ fn disk() {
 
 /// Round trips of `LOOPBACK_ROUNDS` messages of `DISK_WRITE` bytes between two threads
 /// over one loopback TCP connection, each end asleep in `read` until the other writes (as
-/// an idle server is); the median, in µs.
-fn loopback_round_trip() -> f64 {
+/// an idle server is); the median, in µs. With `cpus`, the two ends are pinned to those
+/// CPUs: the same one, so that each wake-up happens on the CPU that is about to go to
+/// sleep, or two, so that each wakes a CPU that may be idle (on a VM guest, halted). The
+/// caller's own CPU set is restored after. Unpinned, the scheduler picks, and a run can
+/// come out either way.
+fn loopback_round_trip(cpus: Option<(usize, usize)>) -> f64 {
+    use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+    use nix::unistd::Pid;
     use std::io::{Read, Write};
+    let pin = move |end: usize| {
+        if let Some(cpus) = cpus {
+            let cpu = if end == 0 { cpus.0 } else { cpus.1 };
+            let mut one = CpuSet::new();
+            one.set(cpu).unwrap();
+            sched_setaffinity(Pid::from_raw(0), &one).unwrap();
+        }
+    };
+    let before = sched_getaffinity(Pid::from_raw(0)).unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let echo = std::thread::spawn(move || {
+        pin(1);
         let (mut stream, _) = listener.accept().unwrap();
         stream.set_nodelay(true).unwrap();
         let mut buf = [0u8; DISK_WRITE];
@@ -1017,6 +1034,7 @@ fn loopback_round_trip() -> f64 {
             }
         }
     });
+    pin(0);
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     stream.set_nodelay(true).unwrap();
     let mut buf = [b'x'; DISK_WRITE];
@@ -1029,6 +1047,7 @@ fn loopback_round_trip() -> f64 {
     }
     drop(stream);
     echo.join().unwrap();
+    sched_setaffinity(Pid::from_raw(0), &before).unwrap();
     median(times)
 }
 
@@ -1060,10 +1079,17 @@ fn floor(o: &Options) {
             None
         };
         tokio::time::sleep(SETTLE).await;
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
         let (mut floors, mut batons, mut etcds) = (Vec::new(), Vec::new(), Vec::new());
         for attempt in 0..3 {
             let flushes = flush_round(dir.path(), 3, 0).kth_end;
-            let trip = loopback_round_trip();
+            let trip = loopback_round_trip(None);
+            let one_cpu = loopback_round_trip(Some((0, 0)));
+            let two_cpus = if cpus >= 2 {
+                format!(", on two: {:.0} µs", loopback_round_trip(Some((0, 1))))
+            } else {
+                String::new()
+            };
             let floor_ms = (2.0 * trip + flushes[1]) / 1e3;
             let ours = measure(&baton, row, window).await.p50_ms;
             let theirs = match &etcd {
@@ -1071,7 +1097,7 @@ fn floor(o: &Options) {
                 None => f64::NAN,
             };
             println!(
-                "attempt {attempt}: loopback round trip {trip:.0} µs, second of three flushes {:.0} µs: floor {floor_ms:.3} ms; put p50: baton {ours:.3} ms, etcd {theirs:.3} ms (half: {:.3} ms)",
+                "attempt {attempt}: loopback round trip {trip:.0} µs (both ends on one CPU: {one_cpu:.0} µs{two_cpus}), second of three flushes {:.0} µs: floor {floor_ms:.3} ms; put p50: baton {ours:.3} ms, etcd {theirs:.3} ms (half: {:.3} ms)",
                 flushes[1],
                 theirs / 2.0
             );
