@@ -25,8 +25,8 @@
 //!
 //! - `floor`: instead of the comparison, three attempts of: the second of three concurrent
 //!   flushes, a loopback round trip between two threads (also with both pinned to one
-//!   CPU, which shows what waking an idle CPU costs), and a single-client put on a
-//!   baton and an etcd cluster (`secs=S` windows); prints a put's floor on this machine
+//!   CPU and to two, which shows what waking an idle CPU costs), and a single-client put
+//!   on a baton and an etcd cluster (`secs=S` windows); prints a put's floor on this machine
 //!   (two round trips plus that flush, no CPU spent anywhere) against both puts and half
 //!   of etcd's, which is what 2x etcd's throughput needs.
 //!
@@ -1012,9 +1012,8 @@ fn loopback_round_trip(cpus: Option<(usize, usize)>) -> f64 {
     use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
     use nix::unistd::Pid;
     use std::io::{Read, Write};
-    let pin = move |end: usize| {
-        if let Some(cpus) = cpus {
-            let cpu = if end == 0 { cpus.0 } else { cpus.1 };
+    let pin = |cpu: Option<usize>| {
+        if let Some(cpu) = cpu {
             let mut one = CpuSet::new();
             one.set(cpu).unwrap();
             sched_setaffinity(Pid::from_raw(0), &one).unwrap();
@@ -1024,7 +1023,7 @@ fn loopback_round_trip(cpus: Option<(usize, usize)>) -> f64 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let echo = std::thread::spawn(move || {
-        pin(1);
+        pin(cpus.map(|c| c.1));
         let (mut stream, _) = listener.accept().unwrap();
         stream.set_nodelay(true).unwrap();
         let mut buf = [0u8; DISK_WRITE];
@@ -1034,7 +1033,7 @@ fn loopback_round_trip(cpus: Option<(usize, usize)>) -> f64 {
             }
         }
     });
-    pin(0);
+    pin(cpus.map(|c| c.0));
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     stream.set_nodelay(true).unwrap();
     let mut buf = [b'x'; DISK_WRITE];
@@ -1079,16 +1078,24 @@ fn floor(o: &Options) {
             None
         };
         tokio::time::sleep(SETTLE).await;
-        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        // The CPUs this process may run on, for the pinned round trips.
+        let allowed = {
+            let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+            (0..nix::sched::CpuSet::count())
+                .filter(|&cpu| set.is_set(cpu).unwrap_or(false))
+                .collect::<Vec<_>>()
+        };
         let (mut floors, mut batons, mut etcds) = (Vec::new(), Vec::new(), Vec::new());
         for attempt in 0..3 {
             let flushes = flush_round(dir.path(), 3, 0).kth_end;
             let trip = loopback_round_trip(None);
-            let one_cpu = loopback_round_trip(Some((0, 0)));
-            let two_cpus = if cpus >= 2 {
-                format!(", on two: {:.0} µs", loopback_round_trip(Some((0, 1))))
-            } else {
-                String::new()
+            let one_cpu = loopback_round_trip(Some((allowed[0], allowed[0])));
+            let two_cpus = match allowed.get(1) {
+                Some(&second) => format!(
+                    ", on two: {:.0} µs",
+                    loopback_round_trip(Some((allowed[0], second)))
+                ),
+                None => String::new(),
             };
             let floor_ms = (2.0 * trip + flushes[1]) / 1e3;
             let ours = measure(&baton, row, window).await.p50_ms;
