@@ -4,7 +4,7 @@
 use anyhow::Context;
 use baton_http_api::auth::Auth;
 use baton_http_api::{ApiConfig, AppState};
-use baton_raft_node::tls::{ReloadableTls, TlsListener};
+use baton_raft_node::tls::ReloadableTls;
 use baton_raft_node::{ClusterFile, Node, NodeConfig};
 use clap::Args;
 use std::io::IsTerminal;
@@ -50,11 +50,22 @@ pub struct ServeArgs {
     /// Data directory (overrides the cluster file).
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Shared secret peers must present (overrides the cluster file).
+    /// Shared secret peers must present (overrides the cluster file). On the command line
+    /// it shows in `ps`: prefer --secret-file or BATON_CLUSTER_SECRET.
     #[arg(long, env = "BATON_CLUSTER_SECRET", hide_env_values = true)]
     secret: Option<String>,
+    /// A file holding the shared secret peers must present (its first line; at least 16
+    /// bytes).
+    #[arg(
+        long,
+        env = "BATON_CLUSTER_SECRET_FILE",
+        value_name = "FILE",
+        conflicts_with = "secret"
+    )]
+    secret_file: Option<PathBuf>,
     /// Bearer token required for admin calls (force-release, membership changes) when
-    /// --auth is not given.
+    /// --auth is not given. On the command line it shows in `ps`: prefer
+    /// --admin-token-file or BATON_ADMIN_TOKEN.
     #[arg(
         long,
         env = "BATON_ADMIN_TOKEN",
@@ -62,6 +73,32 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     admin_token: Option<String>,
+    /// A file holding the admin token (its first line).
+    #[arg(
+        long,
+        env = "BATON_ADMIN_TOKEN_FILE",
+        value_name = "FILE",
+        conflicts_with_all = ["auth", "admin_token"]
+    )]
+    admin_token_file: Option<PathBuf>,
+    /// Most open connections on the client API port (default 4096, fitted under the
+    /// process's descriptor limit). At the cap a new connection replaces the oldest one
+    /// that has not sent a whole request.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: Option<u32>,
+    /// Most open connections on the peer port (default 1024, fitted likewise).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    peer_max_connections: Option<u32>,
+    /// Time a connection has for its TLS handshake and each request head, on both ports
+    /// (default 10000). Bodies (watches, held-open acquires) are not limited by it.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(100..))]
+    header_timeout_ms: Option<u64>,
+    /// Time an API connection may stay open with no request in flight (default 120000).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(100..))]
+    idle_timeout_ms: Option<u64>,
+    /// Time a peer connection may stay open with no request in flight (default 300000).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(100..))]
+    peer_idle_timeout_ms: Option<u64>,
     /// Principals, tokens (as SHA-256) and permissions (TOML; see docs/security.md). Every
     /// /v1 request then needs `Authorization: Bearer <token>`. Reloaded on SIGHUP.
     #[arg(long, env = "BATON_AUTH_FILE", value_name = "FILE")]
@@ -166,6 +203,35 @@ fn node_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
     if args.secret.is_some() {
         config.cluster_secret = args.secret.clone().map(baton_raft_node::Secret::new);
     }
+    if let Some(path) = &args.secret_file {
+        config.cluster_secret = Some(baton_raft_node::Secret::new(read_secret_file(
+            path,
+            "--secret-file",
+        )?));
+    }
+    config.callers_required = args.auth.is_some();
+    if config.callers_required
+        && config.cluster_secret.is_none()
+        && config.peer_tls.is_none()
+        && config.members.len() == 1
+        && !config.join_existing
+    {
+        // The one-command start with --auth: a single node protects its peer port with a
+        // random secret of its own, kept in its data directory.
+        config.cluster_secret = Some(generated_secret(&config.data_dir)?);
+    }
+    let descriptors = baton_raft_node::listener::descriptor_limit();
+    let mut peer_limits = baton_raft_node::listener::ConnLimits::peer_default(descriptors);
+    if let Some(n) = args.peer_max_connections {
+        peer_limits.max_connections = n as usize;
+    }
+    if let Some(ms) = args.header_timeout_ms {
+        peer_limits.header_timeout = std::time::Duration::from_millis(ms);
+    }
+    if let Some(ms) = args.peer_idle_timeout_ms {
+        peer_limits.idle_timeout = std::time::Duration::from_millis(ms);
+    }
+    config.peer_conn_limits = Some(peer_limits);
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         config.api_tls = Some(baton_raft_node::tls::TlsFiles {
             cert: cert.clone(),
@@ -196,6 +262,68 @@ fn node_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
     }
     config.validate()?;
     Ok(config)
+}
+
+/// The name of the secret a single node with `--auth` generates for its peer port.
+pub const GENERATED_SECRET_FILE: &str = "cluster-secret";
+
+/// The secret in `data_dir`'s [`GENERATED_SECRET_FILE`], made on first start: 32 random
+/// bytes in hex, in a file only its owner may read (mode 0600).
+fn generated_secret(data_dir: &std::path::Path) -> anyhow::Result<baton_raft_node::Secret> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = data_dir.join(GENERATED_SECRET_FILE);
+    if path.exists() {
+        return Ok(baton_raft_node::Secret::new(read_secret_file(
+            &path,
+            "the generated cluster secret",
+        )?));
+    }
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("create the data directory {}", data_dir.display()))?;
+    let secret =
+        uuid::Uuid::new_v4().simple().to_string() + &uuid::Uuid::new_v4().simple().to_string();
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("create {}", path.display()))?;
+    file.write_all(secret.as_bytes())
+        .and_then(|()| file.sync_all())
+        .with_context(|| format!("write {}", path.display()))?;
+    tracing::info!(
+        file = %path.display(),
+        "the peer port is protected by a secret generated for this node (give it to nodes you add with --secret-file)"
+    );
+    Ok(baton_raft_node::Secret::new(secret))
+}
+
+/// The first line of a secret file, trimmed; an empty one is refused.
+fn read_secret_file(path: &std::path::Path, what: &str) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{what}: read {}", path.display()))?;
+    let secret = text.lines().next().unwrap_or_default().trim().to_owned();
+    anyhow::ensure!(!secret.is_empty(), "{what}: {} is empty", path.display());
+    Ok(secret)
+}
+
+/// Warnings for secrets given inline on the command line, where `ps` shows them to every
+/// user of the host.
+fn inline_secret_warnings() -> Vec<String> {
+    let mut warnings = Vec::new();
+    for (flag, instead) in [
+        ("--secret", "--secret-file or BATON_CLUSTER_SECRET"),
+        ("--admin-token", "--admin-token-file or BATON_ADMIN_TOKEN"),
+    ] {
+        let given = std::env::args().any(|a| a == flag || a.starts_with(&format!("{flag}=")));
+        if given {
+            warnings.push(format!(
+                "{flag} on the command line is visible to every user of this host (ps); use {instead}"
+            ));
+        }
+    }
+    warnings
 }
 
 /// Parses `MIN-MAX` (milliseconds).
@@ -231,12 +359,28 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => None,
     };
     let warnings = check_exposure(&config, auth.is_some(), args.insecure_allow_open)?;
-    for warning in &warnings {
+    for warning in warnings.iter().chain(&inline_secret_warnings()) {
         tracing::warn!("{warning}");
+    }
+    let admin_token = match &args.admin_token_file {
+        Some(path) => Some(read_secret_file(path, "--admin-token-file")?),
+        None => args.admin_token.clone(),
+    };
+    let mut api_limits = baton_raft_node::listener::ConnLimits::api_default(
+        baton_raft_node::listener::descriptor_limit(),
+    );
+    if let Some(n) = args.max_connections {
+        api_limits.max_connections = n as usize;
+    }
+    if let Some(ms) = args.header_timeout_ms {
+        api_limits.header_timeout = std::time::Duration::from_millis(ms);
+    }
+    if let Some(ms) = args.idle_timeout_ms {
+        api_limits.idle_timeout = std::time::Duration::from_millis(ms);
     }
     let api = ApiConfig {
         tls: config.api_tls.is_some(),
-        admin_token: args.admin_token.clone().map(baton_raft_node::Secret::new),
+        admin_token: admin_token.map(baton_raft_node::Secret::new),
         access_log: args.access_log,
         metrics_open: args.metrics_open,
         warnings,
@@ -259,7 +403,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     }
     let runtime = runtime.enable_all().build().context("tokio runtime")?;
-    runtime.block_on(serve(config, api, auth))
+    runtime.block_on(serve(config, api, api_limits, auth))
 }
 
 /// The default worker threads of a node that shares `cores` with other members of its
@@ -329,6 +473,7 @@ fn check_exposure(
 async fn serve(
     config: NodeConfig,
     api_config: ApiConfig,
+    api_limits: baton_raft_node::listener::ConnLimits,
     auth: Option<Arc<Auth>>,
 ) -> anyhow::Result<()> {
     let listen_api = config.listen_addr().api.clone();
@@ -351,16 +496,11 @@ async fn serve(
     let mut state = AppState::new(node.clone(), api_config);
     state.set_auth(auth.clone());
     tokio::spawn(reload_on_hangup(auth, api_tls.clone(), node.clone()));
-    let served = match api_tls {
-        Some(tls) => {
-            let listener = TlsListener::new(api, tls)?;
-            baton_http_api::serve(listener, state, shutdown_signal()).await
-        }
-        None => {
-            let api = axum::serve::ListenerExt::tap_io(api, baton_raft_node::tls::no_delay);
-            baton_http_api::serve(api, state, shutdown_signal()).await
-        }
+    let serving = baton_raft_node::listener::Serving {
+        tls: api_tls,
+        check: None,
     };
+    let served = baton_http_api::serve(api, serving, api_limits, state, shutdown_signal()).await;
     node.shutdown().await;
     served.context("API server")?;
     tracing::info!("baton stopped");

@@ -11,35 +11,72 @@ use serde_json::json;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// A test CA whose files live in a directory.
+struct Pki {
+    dir: std::path::PathBuf,
+    name: String,
+    ca: rcgen::Certificate,
+    ca_key: KeyPair,
+}
+
+impl Pki {
+    /// A new CA, written as `<name>-ca.pem` in `dir`.
+    fn new(dir: &Path, name: &str) -> Pki {
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, format!("{name} test CA"));
+        let ca_key = KeyPair::generate().unwrap();
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        std::fs::write(dir.join(format!("{name}-ca.pem")), ca.pem()).unwrap();
+        Pki {
+            dir: dir.to_owned(),
+            name: name.to_owned(),
+            ca,
+            ca_key,
+        }
+    }
+
+    /// The CA file's name.
+    fn ca_file(&self) -> String {
+        format!("{}-ca.pem", self.name)
+    }
+
+    /// A leaf for 127.0.0.1 and localhost, for client and server use, naming `member`
+    /// (`URI:urn:baton:node:<id>`) if given; its certificate and key file names.
+    fn leaf(&self, stem: &str, member: Option<u64>) -> (String, String) {
+        let mut leaf =
+            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".into()]).unwrap();
+        if let Some(id) = member {
+            leaf.subject_alt_names.push(rcgen::SanType::URI(
+                format!("urn:baton:node:{id}").try_into().unwrap(),
+            ));
+        }
+        leaf.distinguished_name
+            .push(DnType::CommonName, format!("{} {stem}", self.name));
+        leaf.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let leaf_key = KeyPair::generate().unwrap();
+        let cert = leaf.signed_by(&leaf_key, &self.ca, &self.ca_key).unwrap();
+        let paths = (
+            format!("{}-{stem}-cert.pem", self.name),
+            format!("{}-{stem}-key.pem", self.name),
+        );
+        std::fs::write(self.dir.join(&paths.0), cert.pem()).unwrap();
+        std::fs::write(self.dir.join(&paths.1), leaf_key.serialize_pem()).unwrap();
+        paths
+    }
+}
+
 /// A CA and one leaf certificate for 127.0.0.1 and localhost signed by it, as PEM files
-/// `<name>-ca.pem`, `<name>-cert.pem`, `<name>-key.pem` in `dir`.
+/// in `dir`: the CA's, the leaf's and its key's names.
 fn make_pki(dir: &Path, name: &str) -> (String, String, String) {
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, format!("{name} test CA"));
-    let ca_key = KeyPair::generate().unwrap();
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let mut leaf =
-        CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".into()]).unwrap();
-    leaf.distinguished_name
-        .push(DnType::CommonName, format!("{name} member"));
-    leaf.extended_key_usages = vec![
-        ExtendedKeyUsagePurpose::ServerAuth,
-        ExtendedKeyUsagePurpose::ClientAuth,
-    ];
-    let leaf_key = KeyPair::generate().unwrap();
-    let cert = leaf.signed_by(&leaf_key, &ca, &ca_key).unwrap();
-    let paths = (
-        format!("{name}-ca.pem"),
-        format!("{name}-cert.pem"),
-        format!("{name}-key.pem"),
-    );
-    std::fs::write(dir.join(&paths.0), ca.pem()).unwrap();
-    std::fs::write(dir.join(&paths.1), cert.pem()).unwrap();
-    std::fs::write(dir.join(&paths.2), leaf_key.serialize_pem()).unwrap();
-    paths
+    let pki = Pki::new(dir, name);
+    let (cert, key) = pki.leaf("server", None);
+    (pki.ca_file(), cert, key)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -139,12 +176,15 @@ async fn the_api_over_tls_serves_clients_with_the_right_ca_and_refuses_the_other
 async fn three_members_over_mutual_tls_replicate_fail_over_and_refuse_a_peer_without_a_certificate()
 {
     let dir = tempfile::TempDir::new().unwrap();
-    let (ca, cert, key) = make_pki(dir.path(), "peers");
+    let pki = Pki::new(dir.path(), "peers");
+    let ca = pki.ca_file();
     let mut file = String::new();
     let mut nodes = Vec::new();
     for id in 1..=3u64 {
         let api = format!("127.0.0.1:{}", free_port());
         let peer = format!("127.0.0.1:{}", free_port());
+        // Each member's certificate names it (`URI:urn:baton:node:<id>`).
+        let (cert, key) = pki.leaf(&format!("node{id}"), Some(id));
         // Relative paths: relative to the cluster file's directory.
         file += &format!(
             "[[node]]\nid = {id}\napi = \"{api}\"\npeer = \"{peer}\"\ndata_dir = \"node-{id}\"\npeer_tls_cert = \"{cert}\"\npeer_tls_key = \"{key}\"\npeer_ca = \"{ca}\"\n\n"
@@ -184,7 +224,33 @@ async fn three_members_over_mutual_tls_replicate_fail_over_and_refuse_a_peer_wit
         .timeout(Duration::from_secs(5))
         .build()
         .unwrap();
+    // A certificate from the same CA that names no member (a service's), or a member that
+    // is not in the cluster, is refused by every peer port too: a CA-signed certificate
+    // is not a member's identity.
+    let with_cert = |stem: &str, member: Option<u64>| {
+        let (cert, key) = pki.leaf(stem, member);
+        let mut pem = std::fs::read(dir.path().join(cert)).unwrap();
+        pem.extend(std::fs::read(dir.path().join(key)).unwrap());
+        reqwest::Client::builder()
+            .use_rustls_tls()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(reqwest::Certificate::from_pem(&ca_pem).unwrap())
+            .identity(reqwest::Identity::from_pem(&pem).unwrap())
+            .timeout(Duration::from_secs(5))
+            .build()
+            .unwrap()
+    };
+    let service = with_cert("service", None);
+    let stranger = with_cert("node9", Some(9));
+    let member = with_cert("node2-copy", Some(2));
     for (_, _, peer) in &nodes {
+        let url = format!("https://{peer}/baton/status");
+        for (who, client) in [("service", &service), ("node 9", &stranger)] {
+            let refused = client.post(&url).body(bincode_unit()).send().await;
+            assert!(refused.is_err(), "{who} at {peer}: {refused:?}");
+        }
+        let answered = member.post(&url).body(bincode_unit()).send().await.unwrap();
+        assert_eq!(answered.status(), 200, "a member's certificate at {peer}");
         let refused = no_identity
             .post(format!("https://{peer}/baton/identity"))
             .body(Vec::<u8>::new())
@@ -212,4 +278,9 @@ async fn three_members_over_mutual_tls_replicate_fail_over_and_refuse_a_peer_wit
     }
     let new_leader = c.leader(survivor).await;
     assert_ne!(new_leader, leader);
+}
+
+/// The bincode encoding of `()`: the body of a peer call that takes nothing.
+fn bincode_unit() -> Vec<u8> {
+    Vec::new()
 }

@@ -28,6 +28,13 @@ pub(crate) const WINDOW: Duration = Duration::from_secs(60);
 const RESOURCES_MAX: usize = 10_000;
 /// Samples kept per resource within the window.
 const SAMPLES_MAX: usize = 4_096;
+/// Samples kept over all resources (about 40 bytes each: 10 MiB). Past it, a resource's
+/// new sample replaces its own oldest, and a resource with none yet gets none until the
+/// window moves on.
+const SAMPLES_TOTAL_MAX: usize = 262_144;
+/// Applied batches kept aside while a reader holds the tables (the apply path never waits
+/// for a reader); past it the oldest are dropped and the apply times forgotten.
+const PENDING_MAX: usize = 4_096;
 /// How often a full resource table is swept of idle entries.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
@@ -49,20 +56,28 @@ struct ResourceSamples {
 }
 
 impl ResourceSamples {
-    fn push(&mut self, now: Instant, sample: Sample) {
-        if self.samples.len() >= SAMPLES_MAX {
-            self.samples.pop_front();
+    /// Adds a sample; `total` counts the samples of every resource. False if there was
+    /// no room for it.
+    fn push(&mut self, now: Instant, sample: Sample, total: &mut usize) -> bool {
+        if self.samples.len() >= SAMPLES_MAX || *total >= SAMPLES_TOTAL_MAX {
+            if self.samples.pop_front().is_none() {
+                return false;
+            }
+            *total -= 1;
         }
         self.samples.push_back((now, sample));
+        *total += 1;
         self.last = Some(now);
+        true
     }
 
-    fn prune(&mut self, now: Instant) {
+    fn prune(&mut self, now: Instant, total: &mut usize) {
         while let Some((at, _)) = self.samples.front() {
             if now.duration_since(*at) <= WINDOW {
                 break;
             }
             self.samples.pop_front();
+            *total -= 1;
         }
     }
 }
@@ -74,24 +89,133 @@ struct Tables {
     /// When the clock began (this process's first applied event), for "at least" ages.
     started: Option<Instant>,
     resources: HashMap<(ResourceKind, String), ResourceSamples>,
+    /// Samples over every resource.
+    samples_total: usize,
     swept: Option<Instant>,
 }
 
+/// Batches the apply path recorded while a reader held the tables.
+#[derive(Default)]
+struct Pending {
+    batches: VecDeque<(Instant, Vec<baton_state_machine::Event>)>,
+    /// Some were dropped: the apply times are no longer complete.
+    lost: bool,
+}
+
 /// The node's recent activity (see the module doc). Shared by the API's handlers.
+///
+/// The apply path never waits for a reader: it records into the tables only if it can
+/// take them at once, else it leaves its batch in `pending` (a lock held only to push or
+/// to take the whole queue), which whoever takes the tables next records first.
 #[derive(Default)]
 pub struct Activity {
-    // A std mutex: held for a table update or a read, never across an await.
+    // Std mutexes: held for a table update or a read, never across an await.
     tables: Mutex<Tables>,
+    pending: Mutex<Pending>,
 }
 
 impl Activity {
+    /// The tables, with whatever the apply path left pending recorded first.
     fn tables(&self) -> std::sync::MutexGuard<'_, Tables> {
-        self.tables.lock().unwrap_or_else(|p| p.into_inner())
+        let mut t = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        self.catch_up(&mut t);
+        t
     }
 
-    /// Records one applied batch's events, seen at `now`.
+    fn catch_up(&self, t: &mut Tables) {
+        let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        if pending.lost {
+            t.clock.clear();
+            t.started = Some(Instant::now());
+        }
+        for (at, events) in pending.batches {
+            t.record(&events, at);
+        }
+    }
+
+    /// Records one applied batch's events, seen at `now`, without waiting for a reader.
     pub(crate) fn record(&self, events: &[baton_state_machine::Event], now: Instant) {
+        let mut t = match self.tables.try_lock() {
+            Ok(t) => t,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+                if pending.batches.len() >= PENDING_MAX {
+                    pending.batches.pop_front();
+                    pending.lost = true;
+                }
+                pending.batches.push_back((now, events.to_vec()));
+                return;
+            }
+        };
+        self.catch_up(&mut t);
+        t.record(events, now);
+    }
+
+    /// Forgets every apply time (after missed events: ages would be wrong, not just old).
+    pub(crate) fn forget_times(&self) {
         let mut t = self.tables();
+        t.clock.clear();
+        t.started = Some(Instant::now());
+    }
+
+    /// How long ago this node applied `revision`.
+    pub fn age(&self, revision: u64) -> Option<Age> {
+        self.tables().age(revision, Instant::now())
+    }
+
+    /// Statistics over the window of every resource of `kind` under `prefix` that
+    /// `allowed` admits, most contended first (time spent waiting, then timeouts, then
+    /// grants). The samples are copied under the lock and summarised after it.
+    pub fn stats(
+        &self,
+        kind: Option<ResourceKind>,
+        prefix: &str,
+        allowed: impl Fn(ResourceKind, &str) -> bool,
+    ) -> Vec<LockStats> {
+        let now = Instant::now();
+        let copied: Vec<(ResourceKind, String, Vec<Sample>)> = {
+            let mut guard = self.tables();
+            let t = &mut *guard;
+            let total = &mut t.samples_total;
+            t.resources
+                .iter_mut()
+                .filter(|((k, name), _)| {
+                    kind.is_none_or(|want| *k == want)
+                        && name.starts_with(prefix)
+                        && allowed(*k, name)
+                })
+                .filter_map(|((k, name), r)| {
+                    r.prune(now, total);
+                    (!r.samples.is_empty()).then(|| {
+                        (
+                            *k,
+                            name.clone(),
+                            r.samples.iter().map(|(_, s)| *s).collect(),
+                        )
+                    })
+                })
+                .collect()
+        };
+        let mut out: Vec<LockStats> = copied
+            .iter()
+            .map(|(k, name, samples)| summarise(*k, name, samples))
+            .collect();
+        out.sort_by(|a, b| {
+            b.wait_total_ms
+                .cmp(&a.wait_total_ms)
+                .then(b.timeouts.cmp(&a.timeouts))
+                .then(b.grants.cmp(&a.grants))
+                .then(a.name.cmp(&b.name))
+        });
+        out
+    }
+}
+
+impl Tables {
+    /// Records one applied batch's events, seen at `now`.
+    fn record(&mut self, events: &[baton_state_machine::Event], now: Instant) {
+        let t = self;
         t.started.get_or_insert(now);
         for event in events {
             let revision = event.revision.0;
@@ -132,52 +256,13 @@ impl Activity {
                     continue;
                 }
             }
-            t.resources.entry(key).or_default().push(now, sample);
+            let total = &mut t.samples_total;
+            let samples = t.resources.entry(key).or_default();
+            if !samples.push(now, sample, total) && samples.samples.is_empty() {
+                // No room for a new resource's first sample: leave no empty entry.
+                t.resources.remove(&(resource.kind, resource.name.clone()));
+            }
         }
-    }
-
-    /// Forgets every apply time (after missed events: ages would be wrong, not just old).
-    pub(crate) fn forget_times(&self) {
-        let mut t = self.tables();
-        t.clock.clear();
-        t.started = Some(Instant::now());
-    }
-
-    /// How long ago this node applied `revision`.
-    pub fn age(&self, revision: u64) -> Option<Age> {
-        self.tables().age(revision, Instant::now())
-    }
-
-    /// Statistics over the window of every resource of `kind` under `prefix` that
-    /// `allowed` admits, most contended first (time spent waiting, then timeouts, then
-    /// grants).
-    pub fn stats(
-        &self,
-        kind: Option<ResourceKind>,
-        prefix: &str,
-        allowed: impl Fn(ResourceKind, &str) -> bool,
-    ) -> Vec<LockStats> {
-        let now = Instant::now();
-        let mut t = self.tables();
-        let mut out: Vec<LockStats> = t
-            .resources
-            .iter_mut()
-            .filter(|((k, name), _)| {
-                kind.is_none_or(|want| *k == want) && name.starts_with(prefix) && allowed(*k, name)
-            })
-            .filter_map(|((k, name), r)| {
-                r.prune(now);
-                (!r.samples.is_empty()).then(|| summarise(*k, name, r))
-            })
-            .collect();
-        out.sort_by(|a, b| {
-            b.wait_total_ms
-                .cmp(&a.wait_total_ms)
-                .then(b.timeouts.cmp(&a.timeouts))
-                .then(b.grants.cmp(&a.grants))
-                .then(a.name.cmp(&b.name))
-        });
-        out
     }
 }
 
@@ -212,8 +297,14 @@ impl Tables {
             return;
         }
         self.swept = Some(now);
-        self.resources
-            .retain(|_, r| r.last.is_some_and(|at| now.duration_since(at) <= WINDOW));
+        let total = &mut self.samples_total;
+        self.resources.retain(|_, r| {
+            let keep = r.last.is_some_and(|at| now.duration_since(at) <= WINDOW);
+            if !keep {
+                *total -= r.samples.len();
+            }
+            keep
+        });
     }
 }
 
@@ -234,10 +325,10 @@ fn quantile(sorted: &[u64], q: f64) -> Option<u64> {
     Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
-fn summarise(kind: ResourceKind, name: &str, r: &ResourceSamples) -> LockStats {
+fn summarise(kind: ResourceKind, name: &str, samples: &[Sample]) -> LockStats {
     let (mut grants, mut timeouts, mut expiries) = (0, 0, 0);
     let (mut waits, mut holds) = (Vec::new(), Vec::new());
-    for (_, sample) in &r.samples {
+    for sample in samples {
         match *sample {
             Sample::Grant { waited_ms } => {
                 grants += 1;

@@ -40,6 +40,7 @@ use axum::http::{HeaderName, Request};
 use axum::middleware;
 use axum::routing::{get, post};
 use baton_raft_node::Node;
+use baton_raft_node::listener::{ConnLimits, Serving};
 use baton_wire::ErrorDetail;
 use routes::*;
 use std::future::Future;
@@ -156,28 +157,35 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
-/// Serves the API on `listener` until `shutdown` resolves. Then held-open requests are
+/// Serves the API on `listener` (plain or TLS, as `serving` says, within `limits`:
+/// `baton_raft_node::listener`) until `shutdown` resolves. Then held-open requests are
 /// answered at once (503) and their queue entries cancelled, watches end, and in-flight
 /// requests finish before this returns.
-pub async fn serve<L>(
-    listener: L,
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    serving: Serving,
+    limits: ConnLimits,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()>
-where
-    L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
-{
+) -> std::io::Result<()> {
     let leader_watch = state.tracker.spawn(count_leader_changes(state.clone()));
     let _activity = state.node.observe_applied(state.activity.clone());
     let stop = state.shutdown.clone();
-    let result = axum::serve(listener, router(state.clone()))
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            tracing::info!("shutting down: draining held-open requests");
-            stop.cancel();
-        })
-        .await;
+    tokio::spawn(async move {
+        shutdown.await;
+        tracing::info!("shutting down: draining held-open requests");
+        stop.cancel();
+    });
+    baton_raft_node::listener::serve(
+        listener,
+        router(state.clone()),
+        serving,
+        limits,
+        state.metrics.api_connections.clone(),
+        state.shutdown.clone(),
+    )
+    .await;
+    let result = Ok(());
     state.shutdown.cancel();
     leader_watch.abort();
     state.tracker.close();

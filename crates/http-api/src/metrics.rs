@@ -13,6 +13,7 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use baton_raft_node::NodeStats;
+use baton_raft_node::listener::ConnStats;
 use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
@@ -50,6 +51,8 @@ pub struct Metrics {
     pub open_watches: Gauge,
     /// Leader changes this node has seen.
     pub leader_changes: AtomicU64,
+    /// The client API port's connections (`baton_raft_node::listener`).
+    pub api_connections: std::sync::Arc<ConnStats>,
 }
 
 impl Default for Metrics {
@@ -60,12 +63,13 @@ impl Default for Metrics {
             waits: Family::default(),
             open_watches: Gauge::default(),
             leader_changes: AtomicU64::new(0),
+            api_connections: std::sync::Arc::default(),
         }
     }
 }
 
 impl Metrics {
-    fn observe(&self, method: &str, route: &str, status: u16, seconds: f64) {
+    fn observe(&self, method: &'static str, route: &str, status: u16, seconds: f64) {
         let labels: RequestLabels = [
             ("route", route.to_owned()),
             ("method", method.to_owned()),
@@ -139,19 +143,39 @@ impl Metrics {
     }
 }
 
-/// Middleware: counts every request by its route template, method and status.
+/// The metrics label of a request's method: one of the standard methods, or `other` (a
+/// method is any token a client sends; a label per method would be state a client
+/// chooses).
+fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::PATCH => "PATCH",
+        Method::CONNECT => "CONNECT",
+        Method::TRACE => "TRACE",
+        _ => "other",
+    }
+}
+
+/// Middleware: counts every request by its route template (from the router, never the
+/// path: `unmatched` for a path no route has), method and status.
 pub async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let route = request
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
-    let method = request.method().as_str().to_owned();
+    let method = method_label(request.method());
     let started = Instant::now();
     let response = next.run(request).await;
     let seconds = started.elapsed().as_secs_f64();
     state
         .metrics
-        .observe(&method, &route, response.status().as_u16(), seconds);
+        .observe(method, &route, response.status().as_u16(), seconds);
     response
 }
 
@@ -159,11 +183,21 @@ fn gauge(r: &mut Registry, name: &str, help: &str, value: u64) {
     r.register(name, help, ConstGauge::new(value));
 }
 
-/// The whole exposition.
-pub fn render(state: &AppState) -> String {
+/// Who scrapes, for the series that name locks and principals.
+pub enum View<'a> {
+    /// Everything: an admin, or a node without authentication.
+    All,
+    /// A principal that is not an admin: the hot locks it may read, and its own series.
+    Principal(&'a crate::auth::Authz),
+    /// An anonymous scrape (`--metrics-open` with authentication on): no names at all.
+    Anonymous,
+}
+
+/// The whole exposition, as `view` may see it.
+pub fn render(state: &AppState, view: &View<'_>) -> String {
     let mut out = String::new();
     let lasting = state.metrics.registry(state.node.stats());
-    let now = scrape_registry(state);
+    let now = scrape_registry(state, view);
     // Writing to a String cannot fail.
     let _ = encode_registry(&mut out, &lasting)
         .and_then(|()| encode_registry(&mut out, &now))
@@ -172,7 +206,7 @@ pub fn render(state: &AppState) -> String {
 }
 
 /// What is read at scrape time.
-fn scrape_registry(state: &AppState) -> Registry {
+fn scrape_registry(state: &AppState, view: &View<'_>) -> Registry {
     let mut r = Registry::default();
     let status = state.node.status();
     let counts = state.node.read_local(|sm| sm.counts());
@@ -256,11 +290,81 @@ fn scrape_registry(state: &AppState) -> Registry {
         "Events held for watches",
         counts.events,
     );
-    hot_locks(&mut r, state);
-    if let Some(auth) = &state.auth {
-        principals(&mut r, state, auth);
+    connections(
+        &mut r,
+        &[
+            ("api", &state.metrics.api_connections),
+            ("peer", &state.node.stats().peer_connections),
+        ],
+    );
+    match view {
+        View::All => {
+            hot_locks(&mut r, state, &|_, _| true);
+            if let Some(auth) = &state.auth {
+                principals(&mut r, state, auth, None);
+            }
+        }
+        View::Principal(authz) => {
+            hot_locks(&mut r, state, &|kind, name| {
+                authz.can(
+                    crate::auth::Namespace::of(kind),
+                    name,
+                    crate::auth::Access::Read,
+                )
+            });
+            if let (Some(auth), crate::auth::Authz::Principal(p, _)) = (&state.auth, authz) {
+                principals(&mut r, state, auth, Some(&p.name));
+            }
+        }
+        View::Anonymous => {}
     }
     r
+}
+
+/// Labels of a connection count: the port, and why connections closed.
+type PortLabels = [(&'static str, &'static str); 1];
+/// Labels of closed connections: the port and the reason.
+type ClosedLabels = [(&'static str, &'static str); 2];
+
+/// Each port's connections: open now, accepted, and closed by the bounds (`listener`).
+fn connections(r: &mut Registry, ports: &[(&'static str, &ConnStats)]) {
+    let open: Family<PortLabels, Gauge> = Family::default();
+    let accepted: Family<PortLabels, Counter> = Family::default();
+    let closed: Family<ClosedLabels, Counter> = Family::default();
+    for (port, stats) in ports {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        open.get_or_create(&[("port", port)])
+            .set(i64::try_from(load(&stats.open)).unwrap_or(i64::MAX));
+        accepted
+            .get_or_create(&[("port", port)])
+            .inc_by(load(&stats.accepted));
+        for (reason, counter) in [
+            ("evicted", &stats.evicted),
+            ("refused", &stats.refused),
+            ("header_timeout", &stats.header_timeouts),
+            ("idle_timeout", &stats.idle_timeouts),
+            ("handshake_failed", &stats.handshake_failures),
+        ] {
+            closed
+                .get_or_create(&[("port", port), ("reason", reason)])
+                .inc_by(load(counter));
+        }
+    }
+    r.register(
+        "baton_connections_open",
+        "Connections open now, per port (api, peer)",
+        open,
+    );
+    r.register(
+        "baton_connections_accepted",
+        "Connections accepted, per port",
+        accepted,
+    );
+    r.register(
+        "baton_connections_closed",
+        "Connections the server closed by its bounds, per port and reason: evicted (made room at the cap), refused (at the cap, all busy), header_timeout, idle_timeout, handshake_failed",
+        closed,
+    );
 }
 
 /// Labels of a per-lock series.
@@ -268,9 +372,14 @@ type LockLabels = [(&'static str, String); 2];
 /// Labels of a per-lock quantile.
 type QuantileLabels = [(&'static str, String); 3];
 
-/// The most contended resources over the window, and `other` for the rest.
-fn hot_locks(r: &mut Registry, state: &AppState) {
-    let stats = state.activity.stats(None, "", |_, _| true);
+/// The most contended resources over the window that `visible` admits, and `other` for
+/// the rest of those.
+fn hot_locks(
+    r: &mut Registry,
+    state: &AppState,
+    visible: &dyn Fn(baton_state_machine::ResourceKind, &str) -> bool,
+) {
+    let stats = state.activity.stats(None, "", visible);
     let grants: Family<LockLabels, Gauge<f64, std::sync::atomic::AtomicU64>> = Family::default();
     let timeouts: Family<LockLabels, Gauge> = Family::default();
     let expiries: Family<LockLabels, Gauge> = Family::default();
@@ -348,8 +457,11 @@ type RefusalLabels = [(&'static str, String); 2];
 
 /// Per principal (a bounded set: the auth file's): requests, refusals by reason, and what
 /// it owns in the replicated state.
-fn principals(r: &mut Registry, state: &AppState, auth: &crate::auth::Auth) {
-    let flows = auth.flows();
+fn principals(r: &mut Registry, state: &AppState, auth: &crate::auth::Auth, only: Option<&str>) {
+    let mut flows = auth.flows();
+    if let Some(name) = only {
+        flows.retain(|(n, _)| n == name);
+    }
     let requests: Family<PrincipalLabels, Counter> = Family::default();
     let refused: Family<RefusalLabels, Counter> = Family::default();
     for (name, flow) in &flows {

@@ -50,6 +50,13 @@ pub struct NodeConfig {
     pub cluster_secret: Option<Secret>,
     /// Mutual TLS between members (`None`: plain HTTP on the peer port).
     pub peer_tls: Option<PeerTls>,
+    /// The API runs with authentication (`--auth`): every proposal that arrives on the
+    /// peer port must then name its principal (a `caller`), and the peer port must be
+    /// protected by mutual TLS or a cluster secret.
+    pub callers_required: bool,
+    /// The peer port's connection bounds (`None`: `ConnLimits::peer_default` for the
+    /// process's descriptor limit).
+    pub peer_conn_limits: Option<crate::listener::ConnLimits>,
     /// TLS of the client API (served by the API layer; kept here with the other
     /// per-node settings of the cluster file).
     pub api_tls: Option<TlsFiles>,
@@ -86,6 +93,9 @@ pub struct NodeConfig {
     pub bounds: Bounds,
 }
 
+/// The shortest cluster secret accepted, in bytes.
+pub const CLUSTER_SECRET_BYTES_MIN: usize = 16;
+
 /// The longest `queue_join_hold_us` accepted: a queued acquire's wait is counted in
 /// milliseconds, so holding its entry longer than this would show.
 pub const QUEUE_JOIN_HOLD_US_MAX: u64 = 100_000;
@@ -111,6 +121,8 @@ impl NodeConfig {
             append_bytes_max: 4 << 20,
             cluster_secret: None,
             peer_tls: None,
+            callers_required: false,
+            peer_conn_limits: None,
             api_tls: None,
             propose_timeout_ms: 5_000,
             member_catchup_timeout_ms: 30_000,
@@ -155,6 +167,24 @@ impl NodeConfig {
         }
         if !self.members.contains_key(&self.id) {
             return bad(format!("node {} is not among the members", self.id));
+        }
+        if let Some(secret) = &self.cluster_secret
+            && secret.expose().len() < CLUSTER_SECRET_BYTES_MIN
+        {
+            return bad(format!(
+                "the cluster secret is {} bytes long; it must be at least {CLUSTER_SECRET_BYTES_MIN} \
+                 (`baton auth token` prints a good one)",
+                secret.expose().len()
+            ));
+        }
+        if self.callers_required && self.cluster_secret.is_none() && self.peer_tls.is_none() {
+            return bad(
+                "with --auth the peer port needs mutual TLS (--peer-tls-cert, --peer-tls-key, \
+                 --peer-ca) or a cluster secret (--secret-file, BATON_CLUSTER_SECRET or `secret` \
+                 in the cluster file), on loopback too: otherwise any local process could \
+                 propose through it without a token"
+                    .into(),
+            );
         }
         if self.heartbeat_ms == 0 || self.election_timeout_min_ms <= self.heartbeat_ms {
             return bad("election_timeout_min_ms must exceed heartbeat_ms > 0".into());
@@ -446,6 +476,30 @@ mod tests {
         config.members.insert(config.id, config.addr.clone());
         config.validate().unwrap();
         assert_eq!(config.listen_addr().api, "0.0.0.0:7070");
+    }
+
+    #[test]
+    fn a_short_secret_is_refused_and_auth_needs_a_protected_peer_port() {
+        let mut config = NodeConfig::default_single();
+        config.cluster_secret = Some(Secret::new(""));
+        assert!(
+            config
+                .validate()
+                .unwrap_err()
+                .to_string()
+                .contains("at least 16")
+        );
+        config.cluster_secret = Some(Secret::new("fifteen-bytes!!"));
+        assert!(config.validate().is_err());
+        config.cluster_secret = Some(Secret::new("sixteen-bytes!!!"));
+        config.validate().unwrap();
+        // With auth on, a peer port without a secret or mutual TLS is refused, loopback
+        // or not.
+        config.callers_required = true;
+        config.validate().unwrap();
+        config.cluster_secret = None;
+        let e = config.validate().unwrap_err().to_string();
+        assert!(e.contains("with --auth the peer port needs"), "{e}");
     }
 
     #[test]

@@ -25,6 +25,7 @@ mod codec;
 mod config;
 mod error;
 pub mod hooks;
+pub mod listener;
 mod membership;
 pub mod network;
 mod node;

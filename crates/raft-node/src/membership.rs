@@ -52,11 +52,46 @@ pub enum MemberChange {
     },
 }
 
+/// What a prober sends on [`IDENTITY_PATH`]: a fresh random challenge. The probe carries
+/// no cluster secret (the address is not known to be a member yet); the answer proves that
+/// the process there holds the secret without revealing it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdentityProbe {
+    /// 32 random bytes.
+    pub nonce: [u8; 32],
+}
+
 /// What a member says of itself on [`IDENTITY_PATH`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Identity {
     /// Its configured id.
     pub id: NodeId,
+    /// With a cluster secret: HMAC-SHA256 under the secret of the probe's nonce and `id`
+    /// ([`identity_proof`]).
+    pub proof: Option<[u8; 32]>,
+}
+
+/// The proof of an identity answer: HMAC-SHA256 keyed with the cluster secret over a
+/// label, the prober's nonce and the id (so an answer can be replayed neither to another
+/// probe nor for another id).
+pub(crate) fn identity_proof(secret: &crate::Secret, nonce: &[u8; 32], id: NodeId) -> [u8; 32] {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.expose().as_bytes());
+    let mut context = ring::hmac::Context::with_key(&key);
+    context.update(b"baton identity v1\0");
+    context.update(nonce);
+    context.update(&id.to_be_bytes());
+    let mut out = [0u8; 32];
+    out.copy_from_slice(context.sign().as_ref());
+    out
+}
+
+/// Whether `proof` is [`identity_proof`] of this nonce and id (in constant time).
+fn proof_holds(secret: &crate::Secret, nonce: &[u8; 32], id: NodeId, proof: &[u8; 32]) -> bool {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.expose().as_bytes());
+    let mut message = b"baton identity v1\0".to_vec();
+    message.extend_from_slice(nonce);
+    message.extend_from_slice(&id.to_be_bytes());
+    ring::hmac::verify(&key, &message, proof).is_ok()
 }
 
 /// Runs a change on this node, which must be the leader.
@@ -256,19 +291,42 @@ async fn probe_joiner(node: &Node, id: NodeId, peer: &str) -> Result<(), String>
 /// How a probe's answer from another node begins.
 const OTHER_NODE: &str = "the process there is node";
 
-/// Asks the process at `peer` for its id; `Ok` if it answers with `id` in time.
+/// Asks the process at `peer` for its id, without the cluster secret; `Ok` if it answers
+/// with `id` in time and, where the cluster has a secret, proves that it holds it. Only
+/// then is the address sent anything with the secret (under mutual TLS its certificate
+/// must also name `id`).
 async fn probe(node: &Node, id: NodeId, peer: &str) -> Result<(), String> {
+    use ring::rand::SecureRandom;
     let timeout = Duration::from_millis(node.config().election_timeout_max_ms);
+    let mut nonce = [0u8; 32];
+    ring::rand::SystemRandom::new()
+        .fill(&mut nonce)
+        .map_err(|_| "no randomness for the challenge".to_owned())?;
     let answer: Identity = node
         .peers()
-        .call(peer, IDENTITY_PATH, &(), timeout)
+        .without_secret()
+        .call(
+            crate::network::Target { id, addr: peer },
+            IDENTITY_PATH,
+            &IdentityProbe { nonce },
+            timeout,
+        )
         .await
         .map_err(|e| e.to_string())?;
-    if answer.id == id {
-        Ok(())
-    } else {
-        Err(format!("{OTHER_NODE} {}", answer.id))
+    if answer.id != id {
+        return Err(format!("{OTHER_NODE} {}", answer.id));
     }
+    if let Some(secret) = &node.config().cluster_secret {
+        let proven = answer
+            .proof
+            .is_some_and(|proof| proof_holds(secret, &nonce, id, &proof));
+        if !proven {
+            return Err(format!(
+                "{OTHER_NODE} {id} by its word, but it cannot prove that it holds the cluster secret"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Waits (on Raft metrics, no polling) until `id` is caught up; `false` at the deadline or

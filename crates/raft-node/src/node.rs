@@ -7,7 +7,7 @@ use crate::config::NodeConfig;
 use crate::error::NodeError;
 use crate::membership::{self, MemberChange};
 use crate::network::{
-    self, ForwardFrame, FramedCall, NetworkFactory, PeerClient, PeerError, PeerFailure,
+    self, ForwardFrame, FramedCall, NetworkFactory, PeerClient, PeerError, PeerFailure, Target,
 };
 use crate::store::{
     self, AppliedBatch, AppliedProgress, ApplyObserver, ClaimWait, LeaseRecords, Observing,
@@ -268,19 +268,21 @@ impl Node {
         let inner = &self.inner;
         let (cancel, tracker) = (inner.cancel.clone(), inner.tracker.clone());
         let app = network::router(self.clone());
-        let stop = cancel.clone().cancelled_owned();
-        match inner.peer_tls.clone() {
-            Some(tls) => match crate::tls::TlsListener::new(listener, tls) {
-                Ok(listener) => {
-                    tracker.spawn(serve_peers(listener, app, stop));
-                }
-                Err(e) => tracing::error!(error = %e, "peer TLS listener failed"),
-            },
-            None => {
-                let listener = axum::serve::ListenerExt::tap_io(listener, crate::tls::no_delay);
-                tracker.spawn(serve_peers(listener, app, stop));
-            }
-        }
+        let serving = crate::listener::Serving {
+            tls: inner.peer_tls.clone(),
+            check: inner.peer_tls.as_ref().map(|_| self.member_check()),
+        };
+        let limits = inner.config.peer_conn_limits.unwrap_or_else(|| {
+            crate::listener::ConnLimits::peer_default(crate::listener::descriptor_limit())
+        });
+        tracker.spawn(crate::listener::serve(
+            listener,
+            app,
+            serving,
+            limits,
+            inner.stats.peer_connections.clone(),
+            cancel.clone(),
+        ));
         let bounds = BatchBounds {
             proposals_max: inner.config.batch_proposals_max,
             bytes_max: inner.config.batch_bytes_max,
@@ -350,6 +352,31 @@ impl Node {
     /// The peer address this node listens on.
     pub fn peer_addr(&self) -> SocketAddr {
         self.inner.peer_addr
+    }
+
+    /// The peer port's check of a client certificate under mutual TLS: it must name one
+    /// member (`tls::member_id`) of the membership this node knows; while it knows none
+    /// yet (a fresh cluster, a node waiting to be added) any member certificate will do,
+    /// as the node holds nothing yet.
+    fn member_check(&self) -> crate::listener::PeerCheck {
+        let metrics = self.inner.raft.metrics();
+        Arc::new(move |certs| {
+            let leaf = certs
+                .first()
+                .ok_or_else(|| "no client certificate".to_owned())?;
+            let id = crate::tls::member_id(leaf)?;
+            let known = {
+                let m = metrics.borrow();
+                let membership = m.membership_config.membership();
+                let empty = membership.nodes().next().is_none();
+                empty || membership.get_node(&id).is_some()
+            };
+            if known {
+                Ok(())
+            } else {
+                Err(format!("node {id} is not a member"))
+            }
+        })
     }
 
     /// What this node measures about itself: commit and fsync latency, proposals per
@@ -454,6 +481,16 @@ impl Node {
         flushed: Option<oneshot::Sender<FlushedAt>>,
     ) -> Result<(Applied, Option<LogId>), NodeError> {
         proposal.validate_from_outside(&self.inner.config.limits)?;
+        if self.inner.config.callers_required && proposal.caller.is_none() {
+            // With auth on, a proposal without a principal would skip every rule in
+            // `apply`: only this process's own clock may send one, never a peer.
+            return Err(NodeError::Invalid(baton_state_machine::Error::Invalid {
+                field: "caller",
+                reason: "this cluster runs with authentication: a forwarded proposal must \
+                         name its principal"
+                    .into(),
+            }));
+        }
         let (applied, log_id) = self
             .for_follower(from, self.propose_logged(proposal, flushed))
             .await?;
@@ -773,7 +810,7 @@ impl Node {
     async fn change_membership(&self, change: MemberChange) -> Result<(), NodeError> {
         match self.leader() {
             Some((id, _)) if id == self.id() => membership::change_here(self, change).await,
-            Some((_, addr)) => {
+            Some((leader, addr)) => {
                 let config = &self.inner.config;
                 let budget = Duration::from_millis(
                     config.member_catchup_timeout_ms + 2 * config.propose_timeout_ms,
@@ -781,7 +818,15 @@ impl Node {
                 let reply: Result<(), PeerFailure> = self
                     .inner
                     .peers
-                    .call(&addr.peer, membership::CHANGE_PATH, &change, budget)
+                    .call(
+                        Target {
+                            id: leader,
+                            addr: &addr.peer,
+                        },
+                        membership::CHANGE_PATH,
+                        &change,
+                        budget,
+                    )
                     .await
                     .map_err(|e| match e {
                         PeerError::Unreachable(_) => NodeError::NoLeader,
@@ -866,7 +911,11 @@ impl Node {
                             Route::ReadIndex => &self.inner.forwarded_read_path,
                             _ => route.path(),
                         };
-                        Resp::there(self, &addr.peer, path, &request).await
+                        let to = Target {
+                            id: leader,
+                            addr: &addr.peer,
+                        };
+                        Resp::there(self, to, path, &request).await
                     }
                     None => Err(NodeError::NoLeader),
                 }
@@ -892,11 +941,11 @@ impl Node {
         }
     }
 
-    /// Sends `request` to the leader at `addr`; the reply, and the committed entry the
+    /// Sends `request` to the leader `to`; the reply, and the committed entry the
     /// leader named in it (answers to forwarded proposals only).
     async fn forward<Req: Serialize, Resp: DeserializeOwned>(
         &self,
-        addr: &str,
+        to: Target<'_>,
         path: &str,
         request: &Req,
     ) -> Result<(Resp, Option<LogId>), NodeError> {
@@ -904,7 +953,7 @@ impl Node {
         let (reply, committed): (Result<Resp, PeerFailure>, _) = self
             .inner
             .peers
-            .call_noting(addr, path, request, timeout)
+            .call_noting(to, path, request, timeout)
             .await
             .map_err(forward_failure)?;
         Ok((reply.map_err(NodeError::from)?, committed))
@@ -918,14 +967,14 @@ impl Node {
     /// the background, so that its connection can carry the next call.
     async fn forward_proposal(
         &self,
-        addr: &str,
+        to: Target<'_>,
         path: &str,
         proposal: &Proposal,
     ) -> Result<Applied, NodeError> {
         let timeout = Duration::from_millis(self.inner.config.propose_timeout_ms);
         let body = crate::codec::encode(proposal)
             .map_err(|e| forward_failure(PeerError::Network(e.to_string())))?;
-        let mut call = FramedCall::start(&self.inner.peers, addr, path, body)
+        let mut call = FramedCall::start(&self.inner.peers, to, path, body)
             .await
             .map_err(forward_failure)?;
         loop {
@@ -1108,12 +1157,12 @@ trait RouteLocal<Req: Serialize + Sync>: Sized + DeserializeOwned + Send {
     /// commit the leader's answer names, if it names one.
     fn there(
         node: &Node,
-        addr: &str,
+        to: Target<'_>,
         path: &str,
         request: &Req,
     ) -> impl Future<Output = Result<Self, NodeError>> + Send {
         async move {
-            let (reply, committed) = node.forward(addr, path, request).await?;
+            let (reply, committed) = node.forward(to, path, request).await?;
             if let Some(log_id) = committed {
                 node.learn_commit(log_id).await;
             }
@@ -1129,11 +1178,11 @@ impl RouteLocal<Proposal> for Applied {
 
     async fn there(
         node: &Node,
-        addr: &str,
+        to: Target<'_>,
         path: &str,
         request: &Proposal,
     ) -> Result<Applied, NodeError> {
-        node.forward_proposal(addr, path, request).await
+        node.forward_proposal(to, path, request).await
     }
 }
 
@@ -1180,37 +1229,10 @@ fn forward_failure(e: PeerError) -> NodeError {
     }
 }
 
-/// Serves the peer router on `listener` (plain TCP or TLS) until `stop`.
-async fn serve_peers<L>(
-    listener: L,
-    app: axum::Router,
-    stop: impl std::future::Future<Output = ()> + Send + 'static,
-) where
-    L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
-{
-    if let Err(e) = axum::serve(listener, app)
-        .with_graceful_shutdown(stop)
-        .await
-    {
-        tracing::error!(error = %e, "peer server failed");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
-
-    #[tokio::test]
-    async fn an_accepted_connection_sends_small_writes_at_once() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let mut listener = axum::serve::ListenerExt::tap_io(listener, crate::tls::no_delay);
-        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let (accepted, _) = axum::serve::Listener::accept(&mut listener).await;
-        assert!(accepted.nodelay().unwrap());
-    }
 
     #[test]
     fn routes_have_distinct_paths() {

@@ -27,6 +27,8 @@ pub struct NodeStats {
     /// Writes this node forwarded and answered from its own apply, having committed them
     /// on the leader's word that it flushed them (decision #146).
     pub early_commits: Counter,
+    /// The peer port's connections (`listener`).
+    pub peer_connections: std::sync::Arc<crate::listener::ConnStats>,
 }
 
 impl Default for NodeStats {
@@ -41,6 +43,7 @@ impl Default for NodeStats {
             forwarded: Family::default(),
             commit_notices: Counter::default(),
             early_commits: Counter::default(),
+            peer_connections: std::sync::Arc::default(),
         }
     }
 }

@@ -1,25 +1,50 @@
 //! TLS on both ports (rustls with ring): a server configuration that is re-read from its
-//! files on demand (SIGHUP), a listener that runs handshakes off the accept loop (a slow
-//! or silent client cannot hold up others), and the peer client's identity.
+//! files on demand (SIGHUP), the peer client's identity, and the binding of a peer
+//! certificate to a member: its subject alternative names carry the URI
+//! `urn:baton:node:<id>` ([`member_id`]). Handshakes run in each connection's own task
+//! (`listener`), within the port's header timeout.
 
 use rustls::ServerConfig;
 use rustls::server::WebPkiClientVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
-use tokio_rustls::server::TlsStream;
 
-/// How long a client has to finish its handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The prefix of the URI subject alternative name that names a member in its peer
+/// certificate: `urn:baton:node:3` is node 3.
+pub const MEMBER_URI_PREFIX: &str = "urn:baton:node:";
 
-/// Handshaken connections waiting for the server to take them.
-const ACCEPTED_QUEUE: usize = 128;
+/// The member id a peer certificate names in a `urn:baton:node:<id>` URI subject
+/// alternative name. A certificate that names none, or more than one, is refused: a
+/// service certificate signed by the same CA cannot stand for a member.
+pub fn member_id(cert: &CertificateDer<'_>) -> Result<crate::types::NodeId, String> {
+    use x509_parser::extensions::GeneralName;
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref())
+        .map_err(|e| format!("unreadable certificate: {e}"))?;
+    let names = parsed
+        .subject_alternative_name()
+        .map_err(|e| format!("unreadable subject alternative names: {e}"))?;
+    let mut ids = names
+        .into_iter()
+        .flat_map(|ext| ext.value.general_names.iter())
+        .filter_map(|name| match name {
+            GeneralName::URI(uri) => uri.strip_prefix(MEMBER_URI_PREFIX),
+            _ => None,
+        });
+    let id = ids.next().ok_or_else(|| {
+        format!("the certificate names no member (a subject alternative name URI:{MEMBER_URI_PREFIX}<id>)")
+    })?;
+    if ids.next().is_some() {
+        return Err("the certificate names more than one member".into());
+    }
+    id.parse()
+        .ok()
+        .filter(|id| *id > 0)
+        .ok_or_else(|| format!("{MEMBER_URI_PREFIX}{id} does not name a node id"))
+}
 
 /// Why TLS material could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -133,7 +158,8 @@ impl ReloadableTls {
         Ok(())
     }
 
-    fn acceptor(&self) -> TlsAcceptor {
+    /// An acceptor with the configuration in force.
+    pub(crate) fn acceptor(&self) -> TlsAcceptor {
         TlsAcceptor::from(
             self.config
                 .read()
@@ -149,69 +175,6 @@ impl ReloadableTls {
 pub fn no_delay(tcp: &mut TcpStream) {
     if let Err(e) = tcp.set_nodelay(true) {
         tracing::debug!(error = %e, "TCP_NODELAY not set on an accepted connection");
-    }
-}
-
-/// A TLS listener for `axum::serve`: TCP connections are accepted in a task of their own
-/// and each handshake runs in its own task with a deadline; only finished handshakes
-/// reach the server. A failed handshake (wrong CA, plain HTTP, no client certificate) is
-/// logged at debug level and dropped.
-pub struct TlsListener {
-    accepted: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-    local: SocketAddr,
-}
-
-impl TlsListener {
-    /// Serves TLS with `tls` on `tcp`. The accept task ends when the listener is dropped.
-    pub fn new(tcp: TcpListener, tls: Arc<ReloadableTls>) -> std::io::Result<TlsListener> {
-        let local = tcp.local_addr()?;
-        let (tx, accepted) = mpsc::channel(ACCEPTED_QUEUE);
-        tokio::spawn(async move {
-            loop {
-                let (mut stream, peer) = tokio::select! {
-                    accepted = tcp.accept() => match accepted {
-                        Ok(pair) => pair,
-                        Err(e) => {
-                            // Out of descriptors and the like: wait for some to free up.
-                            tracing::warn!(error = %e, "accept failed");
-                            tokio::time::sleep(Duration::from_millis(100)).await;
-                            continue;
-                        }
-                    },
-                    () = tx.closed() => return,
-                };
-                no_delay(&mut stream);
-                let acceptor = tls.acceptor();
-                let tx = tx.clone();
-                tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                        Ok(Ok(tls_stream)) => {
-                            let _ = tx.send((tls_stream, peer)).await;
-                        }
-                        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
-                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
-                    }
-                });
-            }
-        });
-        Ok(TlsListener { accepted, local })
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.accepted.recv().await {
-            Some(pair) => pair,
-            // The accept task only ends once this listener is gone.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
     }
 }
 

@@ -222,7 +222,10 @@ async fn proposal_over_the_limits_is_refused_before_the_log() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peers_must_present_the_cluster_secret() {
-    let cluster = Cluster::start(3, |c| c.cluster_secret = Some("s3cret".into())).await;
+    let cluster = Cluster::start(3, |c| {
+        c.cluster_secret = Some("s3cret-s3cret-s3cret".into())
+    })
+    .await;
     let leader = cluster.leader().await;
     // The members share the secret, so the cluster works...
     cluster.node(leader).propose(put("k", "v")).await.unwrap();
@@ -235,10 +238,14 @@ async fn peers_must_present_the_cluster_secret() {
         .await
         .unwrap();
     assert_eq!(refused.status().as_u16(), 401);
-    let wrong = baton_raft_node::network::PeerClient::new(Some("guess".into()), None).unwrap();
+    let wrong =
+        baton_raft_node::network::PeerClient::new(Some("guess-guess-guess".into()), None).unwrap();
     let err = wrong
         .call::<(), Result<u64, baton_raft_node::network::PeerFailure>>(
-            &peer.to_string(),
+            baton_raft_node::network::Target {
+                id: 0,
+                addr: &peer.to_string(),
+            },
             "/baton/read_index",
             &(),
             Duration::from_secs(2),

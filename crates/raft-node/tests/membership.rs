@@ -100,7 +100,7 @@ async fn impostor(id: u64) -> (String, tokio::task::JoinHandle<()>) {
     use axum::http::StatusCode;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
-    let identity = bincode::serialize(&baton_raft_node::Identity { id }).unwrap();
+    let identity = bincode::serialize(&baton_raft_node::Identity { id, proof: None }).unwrap();
     let app = axum::Router::new()
         .route(
             "/baton/identity",
@@ -163,5 +163,59 @@ async fn removals_that_would_leave_no_quorum_are_refused_and_followers_forward_c
     follower.remove_member(down).await.unwrap();
     assert_eq!(voters(&leader).len(), 2);
     assert!(follower.propose(put("after", "v")).await.is_ok());
+    cluster.shutdown().await;
+}
+
+/// The membership probe sends no cluster secret to an address not yet proven to be a
+/// member: the process there must first answer a random challenge with an HMAC under the
+/// secret. An impostor that answers the probe with the right id but cannot prove it holds
+/// the secret is refused, and it never sees the secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_member_proves_it_holds_the_secret_before_it_is_sent_the_secret() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const SECRET: &str = "the-cluster-secret-of-this-test";
+    let cluster = Cluster::start(3, |c| c.cluster_secret = Some(SECRET.into())).await;
+    let leader = cluster.node(cluster.leader().await).clone();
+    // An impostor that says it is node 7 and notes every request that carried the secret.
+    let leaked = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = std::sync::Arc::new(AtomicUsize::new(0));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let peer = listener.local_addr().unwrap().to_string();
+    let identity = bincode::serialize(&baton_raft_node::Identity { id: 7, proof: None }).unwrap();
+    let (l, s) = (leaked.clone(), seen.clone());
+    let app = axum::Router::new().fallback(move |headers: axum::http::HeaderMap| {
+        let (l, s, identity) = (l.clone(), s.clone(), identity.clone());
+        async move {
+            s.fetch_add(1, Ordering::SeqCst);
+            if headers.contains_key(baton_raft_node::network::SECRET_HEADER) {
+                l.fetch_add(1, Ordering::SeqCst);
+            }
+            identity
+        }
+    });
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let api = format!("127.0.0.1:{}", free_port());
+    let err = leader
+        .add_member(7, baton_raft_node::NodeAddr { peer, api })
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("cannot prove"), "{err}");
+    assert!(seen.load(Ordering::SeqCst) >= 1, "the impostor was probed");
+    assert_eq!(
+        leaked.load(Ordering::SeqCst),
+        0,
+        "the secret reached the impostor"
+    );
+    task.abort();
+    assert_eq!(voters(&leader), vec![1, 2, 3]);
+    // A real node holding the secret proves it and is added.
+    let mut cluster = cluster;
+    let addr = cluster
+        .spawn_joiner(4, |c| c.cluster_secret = Some(SECRET.into()))
+        .await;
+    leader.add_member(4, addr).await.unwrap();
+    assert_eq!(voters(&leader), vec![1, 2, 3, 4]);
     cluster.shutdown().await;
 }

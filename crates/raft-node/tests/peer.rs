@@ -6,7 +6,7 @@
 
 mod common;
 
-use baton_raft_node::network::{PeerClient, PeerFailure};
+use baton_raft_node::network::{PeerClient, PeerFailure, Target};
 use baton_state_machine::*;
 use common::*;
 use std::time::Duration;
@@ -39,7 +39,7 @@ async fn forwarded_proposals_are_validated_and_clock_commands_refused() {
     for command in forged {
         let reply: Result<Applied, PeerFailure> = peers
             .call(
-                &peer,
+                Target { id: 0, addr: &peer },
                 "/baton/propose",
                 &Proposal::from(command.clone()),
                 Duration::from_secs(5),
@@ -78,7 +78,12 @@ async fn a_forwarded_proposal_names_its_entry_only_when_asked() {
     let timeout = Duration::from_secs(5);
 
     let (reply, committed): (Result<Applied, PeerFailure>, _) = peers
-        .call_noting(&peer, "/baton/propose", &put("old"), timeout)
+        .call_noting(
+            Target { id: 0, addr: &peer },
+            "/baton/propose",
+            &put("old"),
+            timeout,
+        )
         .await
         .unwrap();
     assert!(reply.is_ok(), "{reply:?}");
@@ -86,7 +91,7 @@ async fn a_forwarded_proposal_names_its_entry_only_when_asked() {
 
     let path = format!("/baton/propose?from={}&notice=1", leader.id());
     let (reply, committed): (Result<Applied, PeerFailure>, _) = peers
-        .call_noting(&peer, &path, &put("new"), timeout)
+        .call_noting(Target { id: 0, addr: &peer }, &path, &put("new"), timeout)
         .await
         .unwrap();
     assert!(reply.is_ok(), "{reply:?}");
@@ -95,5 +100,69 @@ async fn a_forwarded_proposal_names_its_entry_only_when_asked() {
     assert_eq!(committed.index, status.applied_index);
     assert_eq!(committed.leader_id.term, status.term);
     assert_eq!(committed.leader_id.node_id, leader.id());
+    cluster.shutdown().await;
+}
+
+/// With authentication on, a proposal that arrives on the peer port must name its
+/// principal: without one it would skip every rule in `apply`. So even a caller that holds
+/// the cluster secret is refused, and nothing is applied; one that names a principal is
+/// checked by `apply` like a request through the API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_auth_on_a_proposal_without_a_principal_is_refused_on_the_peer_port() {
+    const SECRET: &str = "a-cluster-secret-for-tests";
+    let cluster = Cluster::start(1, |c| {
+        c.cluster_secret = Some(SECRET.into());
+        c.callers_required = true;
+    })
+    .await;
+    let leader = cluster.node(cluster.leader().await).clone();
+    let peer = leader.peer_addr().to_string();
+    let to = Target { id: 0, addr: &peer };
+    let timeout = Duration::from_secs(5);
+    let put = Command::Put(Put {
+        key: "team-b/k".into(),
+        value: "forged".into(),
+        lease: None,
+        prev_revision: None,
+    });
+    let revision = leader.status().revision;
+    // No secret: refused before anything is decoded.
+    let open = PeerClient::new(None, None).unwrap();
+    let err = open
+        .call::<_, Result<Applied, PeerFailure>>(
+            to,
+            "/baton/propose",
+            &Proposal::from(put.clone()),
+            timeout,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, baton_raft_node::network::PeerError::Refused(401)),
+        "{err:?}"
+    );
+    // The secret but no principal: refused.
+    let member = PeerClient::new(Some(SECRET.into()), None).unwrap();
+    let reply: Result<Applied, PeerFailure> = member
+        .call(to, "/baton/propose", &Proposal::from(put.clone()), timeout)
+        .await
+        .unwrap();
+    assert!(matches!(reply, Err(PeerFailure::Invalid(_))), "{reply:?}");
+    assert_eq!(leader.status().revision, revision, "nothing was applied");
+    // A principal, as a member's API names it: applied.
+    let named = Proposal {
+        caller: Some(Caller {
+            principal: "team-b".into(),
+            admin: false,
+            quota: Quota::default(),
+        }),
+        ..Proposal::from(put)
+    };
+    let reply: Result<Applied, PeerFailure> = member
+        .call(to, "/baton/propose", &named, timeout)
+        .await
+        .unwrap();
+    assert!(reply.is_ok(), "{reply:?}");
+    assert!(leader.status().revision > revision);
     cluster.shutdown().await;
 }

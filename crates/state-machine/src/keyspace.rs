@@ -69,8 +69,13 @@ impl Keyspace {
     }
 
     /// Up to `limit` keys under `prefix`, and whether more remain.
-    pub(crate) fn range(&self, prefix: &str, limit: usize) -> (Vec<KeyValue>, bool) {
-        let mut iter = self.prefix_iter(prefix);
+    pub(crate) fn range(
+        &self,
+        prefix: &str,
+        limit: usize,
+        visible: impl Fn(&str) -> bool,
+    ) -> (Vec<KeyValue>, bool) {
+        let mut iter = self.prefix_iter(prefix).filter(|(k, _)| visible(k));
         let kvs: Vec<KeyValue> = iter
             .by_ref()
             .take(limit)

@@ -97,7 +97,19 @@ impl StateMachine {
 
     /// Up to `limit` keys under `prefix` in key order, and whether more remain.
     pub fn range(&self, prefix: &str, limit: usize) -> (Vec<KeyValue>, bool) {
-        self.keys.range(prefix, limit)
+        self.keys.range(prefix, limit, |_| true)
+    }
+
+    /// Up to `limit` keys under `prefix` that `visible` admits, and whether more such
+    /// keys follow. The filter runs before anything is copied and before the limit, so a
+    /// caller learns nothing of the keys it may not read (neither values nor `more`).
+    pub fn range_visible(
+        &self,
+        prefix: &str,
+        limit: usize,
+        visible: impl Fn(&str) -> bool,
+    ) -> (Vec<KeyValue>, bool) {
+        self.keys.range(prefix, limit, visible)
     }
 
     /// A lock's, semaphore's or election's holders and queue in grant order.
@@ -125,13 +137,17 @@ impl StateMachine {
         })
     }
 
-    /// Up to `limit` resources of `kind` whose names start with `prefix`, after `after`.
+    /// Up to `limit` resources of `kind` whose names start with `prefix`, after `after`,
+    /// among those `visible` admits. The filter runs before the limit, so a caller that
+    /// may see only some names gets a full page of those and learns nothing of the others
+    /// (not even how many there are).
     pub fn list_resources(
         &self,
         kind: ResourceKind,
         prefix: &str,
         after: Option<&str>,
         limit: usize,
+        visible: impl Fn(&str) -> bool,
     ) -> Vec<LockSummary> {
         let start = ResourceId {
             kind,
@@ -144,6 +160,7 @@ impl StateMachine {
         self.resources
             .range_from(lower.as_ref())
             .take_while(|(id, _)| id.kind == kind && id.name.starts_with(prefix))
+            .filter(|(id, _)| visible(&id.name))
             .take(limit)
             .map(|(id, res)| LockSummary {
                 resource: id,
@@ -379,13 +396,24 @@ mod tests {
         let names = |list: Vec<LockSummary>| -> Vec<String> {
             list.into_iter().map(|s| s.resource.name).collect()
         };
-        let first = sm.list_resources(ResourceKind::Lock, "app/", None, 2);
+        let all = |_: &str| true;
+        let first = sm.list_resources(ResourceKind::Lock, "app/", None, 2, all);
         assert_eq!(names(first), ["app/a", "app/b"]);
-        let next = sm.list_resources(ResourceKind::Lock, "app/", Some("app/b"), 2);
+        let next = sm.list_resources(ResourceKind::Lock, "app/", Some("app/b"), 2, all);
         assert_eq!(names(next), ["app/c"]);
         assert!(
-            sm.list_resources(ResourceKind::Semaphore, "", None, 10)
+            sm.list_resources(ResourceKind::Semaphore, "", None, 10, all)
                 .is_empty()
         );
+        // The filter runs before the limit: a page holds only visible names, and as many
+        // of them as the limit allows, whatever sorts before them.
+        let not_b = |name: &str| name != "app/b";
+        let first = sm.list_resources(ResourceKind::Lock, "app/", None, 2, not_b);
+        assert_eq!(names(first), ["app/a", "app/c"]);
+        let only_c = |name: &str| name == "app/c";
+        let first = sm.list_resources(ResourceKind::Lock, "", None, 1, only_c);
+        assert_eq!(names(first), ["app/c"]);
+        let (kvs, more) = sm.range_visible("", 1, |_| false);
+        assert!(kvs.is_empty() && !more);
     }
 }

@@ -1,5 +1,6 @@
 //! `/healthz`, `/readyz`, `/metrics` and `/v1/openapi.json`.
 
+use crate::auth::Authz;
 use crate::metrics;
 use crate::state::AppState;
 use axum::Json;
@@ -42,13 +43,22 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
 /// Prometheus text exposition.
 #[utoipa::path(get, path = "/metrics", operation_id = "health_metrics", responses((status = 200, description = "Prometheus metrics in the OpenMetrics text format",
         content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8", body = String)))]
-pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
+pub(crate) async fn metrics(State(state): State<AppState>, authz: Authz) -> Response {
+    // Per-lock and per-principal series name what they count: an admin (or a node without
+    // auth) sees them all, another principal only what it may read and itself, and an
+    // anonymous scrape of `--metrics-open` none.
+    let view = match (&state.auth, &authz) {
+        (None, _) => metrics::View::All,
+        (Some(_), Authz::Principal(p, _)) if p.admin => metrics::View::All,
+        (Some(_), Authz::Principal(..)) => metrics::View::Principal(&authz),
+        (Some(_), Authz::Open) => metrics::View::Anonymous,
+    };
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        metrics::render(&state),
+        metrics::render(&state, &view),
     )
         .into_response()
 }

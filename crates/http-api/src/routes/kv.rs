@@ -147,16 +147,17 @@ pub(crate) async fn range(
     let prefix = state.prefix("prefix", &params.prefix)?;
     let limit = params.limit.unwrap_or(LIST_LIMIT_DEFAULT);
     state.node.config().limits.check_range_limit(limit)?;
+    // Only the keys the principal may read, filtered before anything is copied and
+    // before the limit (`more` says whether more readable keys follow).
     let ((kvs, more), revision) = state
-        .read(params.consistency, |sm| sm.range(&prefix, limit))
+        .read(params.consistency, |sm| {
+            sm.range_visible(&prefix, limit, |key| {
+                authz.can(Namespace::Keys, key, Access::Read)
+            })
+        })
         .await?;
     Ok(Json(RangeResponse {
-        // Only the keys the principal may read (the page may come back shorter).
-        kvs: kvs
-            .iter()
-            .filter(|kv| authz.can(Namespace::Keys, &kv.key, Access::Read))
-            .map(convert::key_value)
-            .collect(),
+        kvs: kvs.iter().map(convert::key_value).collect(),
         more,
         revision: revision.0,
     }))

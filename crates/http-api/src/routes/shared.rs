@@ -83,12 +83,15 @@ pub(crate) async fn list_of(
         .unwrap_or(super::LIST_LIMIT_DEFAULT)
         .clamp(1, super::LIST_LIMIT_DEFAULT * 10);
     let after = params.after;
-    let (mut found, revision) = state
+    let ns = Namespace::of(kind);
+    // Only readable names, filtered before the limit: a page is full of what the
+    // principal may see, and says nothing about the rest.
+    let (found, revision) = state
         .read(params.consistency, |sm| {
-            sm.list_resources(kind, &prefix, after.as_deref(), limit)
+            sm.list_resources(kind, &prefix, after.as_deref(), limit, |name| {
+                authz.can(ns, name, Access::Read)
+            })
         })
         .await?;
-    let ns = Namespace::of(kind);
-    found.retain(|r| authz.can(ns, &r.resource.name, Access::Read));
     Ok((found, revision.0))
 }

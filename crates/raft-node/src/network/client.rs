@@ -4,8 +4,8 @@
 //! idle (decision #135). Connection failures become `Unreachable`, so openraft backs off
 //! instead of hammering a dead peer.
 
-use super::committed_in;
 use super::link::{IdleLinks, PeerLink};
+use super::{Target, committed_in};
 use crate::codec;
 use crate::tls::PeerTls;
 use crate::types::{LogId, NodeAddr, NodeId, RpcError, TypeConfig};
@@ -96,6 +96,16 @@ impl PeerClient {
         }
     }
 
+    /// A client that sends no secret (its links and idle connections are its own), for the
+    /// membership probe of an address not yet known to be a member.
+    pub(crate) fn without_secret(&self) -> PeerClient {
+        PeerClient {
+            secret_header: None,
+            idle: Arc::default(),
+            ..self.clone()
+        }
+    }
+
     /// Idle connections of dropped Raft links.
     pub(super) fn idle_links(&self) -> &IdleLinks {
         &self.idle
@@ -109,28 +119,28 @@ impl PeerClient {
             .clone()
     }
 
-    /// POSTs a bincode body to `http(s)://{addr}{path}` and decodes the bincode reply.
+    /// POSTs a bincode body to `path` on the member `to` and decodes the bincode reply.
     pub async fn call<Req: Serialize, Resp: DeserializeOwned>(
         &self,
-        addr: &str,
+        to: Target<'_>,
         path: &str,
         body: &Req,
         timeout: Duration,
     ) -> Result<Resp, PeerError> {
-        Ok(self.call_noting(addr, path, body, timeout).await?.0)
+        Ok(self.call_noting(to, path, body, timeout).await?.0)
     }
 
     /// [`call`](Self::call), with the committed entry the reply's [`COMMITTED_HEADER`]
     /// names, if it names one.
     pub async fn call_noting<Req: Serialize, Resp: DeserializeOwned>(
         &self,
-        addr: &str,
+        to: Target<'_>,
         path: &str,
         body: &Req,
         timeout: Duration,
     ) -> Result<(Resp, Option<LogId>), PeerError> {
         let bytes = codec::encode(body).map_err(|e| PeerError::Network(e.to_string()))?;
-        let mut link = PeerLink::new(self.clone(), addr.to_owned());
+        let mut link = PeerLink::new(self.clone(), to);
         let (headers, body) = link.call_with_headers(path, bytes, timeout).await?;
         let committed = committed_in(&headers);
         let reply =
@@ -157,7 +167,13 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
 
     async fn new_client(&mut self, target: NodeId, node: &NodeAddr) -> PeerConn {
         PeerConn {
-            link: PeerLink::new(self.client.clone(), node.peer.clone()),
+            link: PeerLink::new(
+                self.client.clone(),
+                Target {
+                    id: target,
+                    addr: &node.peer,
+                },
+            ),
             target,
         }
     }

@@ -99,11 +99,11 @@ impl FramedCall {
     /// frames) and reads the answer's head.
     pub(crate) async fn start(
         client: &PeerClient,
-        addr: &str,
+        to: super::Target<'_>,
         path: &str,
         body: Vec<u8>,
     ) -> Result<FramedCall, PeerError> {
-        let mut link = PeerLink::new(client.clone(), addr.to_owned());
+        let mut link = PeerLink::new(client.clone(), to);
         let (parts, body) = link.send(path, body).await?;
         let framed = parts
             .headers

@@ -8,8 +8,9 @@
 //! Since decision #135 a node's other peer calls (forwarded requests, membership changes,
 //! identity checks) take a link for the call too, and the `reqwest` pool is gone.
 
-use super::SECRET_HEADER;
 use super::client::{PeerClient, PeerError};
+use super::{SECRET_HEADER, Target};
+use crate::types::NodeId;
 use bytes::Bytes;
 use futures_util::FutureExt;
 use http_body_util::{BodyExt, Full};
@@ -35,24 +36,34 @@ type Driver = Pin<Box<dyn Future<Output = hyper::Result<()>> + Send>>;
 /// after their call.
 const IDLE_PER_PEER: usize = 64;
 
+/// An idle connection is not reused after this long: the peer's server closes idle
+/// connections after `ConnLimits::peer_default`'s 300 s, and a link must never send on a
+/// connection the server may be closing at that moment.
+const IDLE_REUSE_MAX: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Connections of links that were dropped, by peer address, for the next link to take.
 /// openraft makes a new `RaftNetwork` for every leadership confirmation (each
 /// linearizable read round and each keepalive's check, `ensure_linearizable`) and every
 /// vote, and drops it after one RPC: without this each of them would open a connection.
 #[derive(Default)]
-pub(crate) struct IdleLinks(std::sync::Mutex<std::collections::HashMap<String, Vec<Open>>>);
+pub(crate) struct IdleLinks(
+    std::sync::Mutex<std::collections::HashMap<String, Vec<(std::time::Instant, Open)>>>,
+);
 
 impl IdleLinks {
-    fn take(&self, addr: &str) -> Option<Open> {
+    fn take(&self, key: &str) -> Option<Open> {
         let mut idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        idle.get_mut(addr).and_then(Vec::pop)
+        let kept = idle.get_mut(key)?;
+        // The newest is taken first; the oldest, past their reuse, are dropped.
+        kept.retain(|(since, _)| since.elapsed() < IDLE_REUSE_MAX);
+        kept.pop().map(|(_, open)| open)
     }
 
-    fn put(&self, addr: &str, open: Open) {
+    fn put(&self, key: &str, open: Open) {
         let mut idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let kept = idle.entry(addr.to_owned()).or_default();
+        let kept = idle.entry(key.to_owned()).or_default();
         if kept.len() < IDLE_PER_PEER {
-            kept.push(open);
+            kept.push((std::time::Instant::now(), open));
         }
     }
 }
@@ -78,15 +89,21 @@ impl Open {
 pub(crate) struct PeerLink {
     client: PeerClient,
     addr: String,
+    /// The member expected at `addr` (0: any), checked against its certificate.
+    expect: NodeId,
+    /// The idle-connection pool's key: the member and the address.
+    key: String,
     open: Option<Open>,
 }
 
 impl PeerLink {
-    /// A link to `addr` (`host:port`) with `client`'s secret and TLS; nothing is opened yet.
-    pub(crate) fn new(client: PeerClient, addr: String) -> PeerLink {
+    /// A link to `to` with `client`'s secret and TLS; nothing is opened yet.
+    pub(crate) fn new(client: PeerClient, to: Target<'_>) -> PeerLink {
         PeerLink {
             client,
-            addr,
+            addr: to.addr.to_owned(),
+            expect: to.id,
+            key: format!("{}@{}", to.id, to.addr),
             open: None,
         }
     }
@@ -204,7 +221,7 @@ impl PeerLink {
             .take()
             .and_then(|mut open| open.alive().then_some(open))
             .or_else(|| {
-                let mut open = self.client.idle_links().take(&self.addr)?;
+                let mut open = self.client.idle_links().take(&self.key)?;
                 open.alive().then_some(open)
             });
         match reused {
@@ -271,6 +288,19 @@ impl PeerLink {
                     .await
                     .map_err(|e| unreachable(&e))?
                     .map_err(|e| unreachable(&e))?;
+                if self.expect != 0 {
+                    let leaf = tls.get_ref().1.peer_certificates().and_then(<[_]>::first);
+                    let named = leaf
+                        .ok_or_else(|| "no certificate".to_owned())
+                        .and_then(crate::tls::member_id)
+                        .map_err(|e| unreachable(&e))?;
+                    if named != self.expect {
+                        return Err(unreachable(&format!(
+                            "its certificate names node {named}, not node {}",
+                            self.expect
+                        )));
+                    }
+                }
                 let (sender, conn) = http1::handshake(TokioIo::new(tls))
                     .await
                     .map_err(|e| unreachable(&e))?;
@@ -293,7 +323,7 @@ impl Drop for PeerLink {
         if let Some(open) = self.open.take()
             && !open.sender.is_closed()
         {
-            self.client.idle_links().put(&self.addr, open);
+            self.client.idle_links().put(&self.key, open);
         }
     }
 }
@@ -325,7 +355,7 @@ fn server_name(addr: &str) -> Result<ServerName<'static>, String> {
 #[allow(clippy::unwrap_used)] // tests: a failure is reported by the panic
 mod tests {
     use super::{PeerLink, server_name};
-    use crate::network::{PeerClient, PeerError, SECRET_HEADER};
+    use crate::network::{PeerClient, PeerError, SECRET_HEADER, Target};
     use axum::Router;
     use axum::http::{HeaderMap, StatusCode};
     use axum::routing::post;
@@ -388,7 +418,13 @@ mod tests {
         let addr: SocketAddr = listener.local_addr().unwrap();
         let (stop, server) = echo_peer(listener).await;
         let client = PeerClient::new(Some("s3cret".into()), None).unwrap();
-        let mut link = PeerLink::new(client, addr.to_string());
+        let mut link = PeerLink::new(
+            client,
+            Target {
+                id: 0,
+                addr: &addr.to_string(),
+            },
+        );
         for body in ["one", "two"] {
             let reply = link.call("/echo", body.into(), SECOND).await.unwrap();
             assert_eq!(&reply[..], body.as_bytes());
@@ -413,7 +449,13 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, server) = echo_peer(listener).await;
-        let mut link = PeerLink::new(PeerClient::new(None, None).unwrap(), addr.to_string());
+        let mut link = PeerLink::new(
+            PeerClient::new(None, None).unwrap(),
+            Target {
+                id: 0,
+                addr: &addr.to_string(),
+            },
+        );
         let refused = link.call("/echo", "x".into(), SECOND).await;
         assert!(
             matches!(refused, Err(PeerError::Refused(401))),
@@ -433,12 +475,13 @@ mod tests {
             let from = link.call("/who", Vec::new(), SECOND).await.unwrap();
             (String::from_utf8(from.to_vec()).unwrap(), link)
         };
-        let (first, link) = ask(PeerLink::new(client.clone(), addr.clone())).await;
+        let (first, link) = ask(PeerLink::new(client.clone(), Target { id: 0, addr: &addr })).await;
         drop(link);
-        let (second, kept) = ask(PeerLink::new(client.clone(), addr.clone())).await;
+        let (second, kept) =
+            ask(PeerLink::new(client.clone(), Target { id: 0, addr: &addr })).await;
         assert_eq!(first, second, "the dropped link's connection is used again");
         // Two links alive at once need two connections.
-        let (third, _) = ask(PeerLink::new(client.clone(), addr.clone())).await;
+        let (third, _) = ask(PeerLink::new(client.clone(), Target { id: 0, addr: &addr })).await;
         assert_ne!(second, third);
         drop(kept);
         server.abort();
@@ -456,7 +499,7 @@ mod tests {
         );
         let (addr, server) = serve_with_addresses(app).await;
         let client = PeerClient::new(None, None).unwrap();
-        let mut link = PeerLink::new(client.clone(), addr.clone());
+        let mut link = PeerLink::new(client.clone(), Target { id: 0, addr: &addr });
         let first = link.call("/who", Vec::new(), SECOND).await.unwrap();
         // The caller gives up on a slow call by dropping it (as a stopped replication task
         // or a caller's deadline does), then the link.
@@ -470,7 +513,7 @@ mod tests {
         // The next link answers at once, on a new connection: it did not get the one that
         // still owes the slow answer (HTTP/1.1 would queue its call behind it). hyper ends
         // a connection whose answer nobody awaits any more, and `alive` sees that.
-        let mut next = PeerLink::new(client, addr);
+        let mut next = PeerLink::new(client, Target { id: 0, addr: &addr });
         let second = next.call("/who", Vec::new(), SECOND).await.unwrap();
         assert_ne!(first, second, "a new connection");
         server.abort();
@@ -496,8 +539,9 @@ mod tests {
         let client = PeerClient::new(None, None).unwrap();
         let committed = parse_log_id("3-1-7");
         let round = || async {
-            let calls =
-                (0..16).map(|_| client.call_noting::<(), String>(&addr, "/who", &(), SECOND));
+            let calls = (0..16).map(|_| {
+                client.call_noting::<(), String>(Target { id: 0, addr: &addr }, "/who", &(), SECOND)
+            });
             let mut callers = std::collections::BTreeSet::new();
             for answer in futures_util::future::join_all(calls).await {
                 let (from, named) = answer.unwrap();

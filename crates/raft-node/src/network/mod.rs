@@ -12,7 +12,17 @@ pub(crate) use framed::FramedCall;
 pub use framed::{FRAMED_HEADER, ForwardFrame};
 pub use server::{PeerFailure, router};
 
-use crate::types::LogId;
+use crate::types::{LogId, NodeId};
+
+/// Where a peer call goes: a member's id and its peer address. Under mutual TLS the
+/// certificate presented at that address must name that member (`tls::member_id`).
+#[derive(Clone, Copy, Debug)]
+pub struct Target<'a> {
+    /// The member's id (0: any member, for tests of the transport alone).
+    pub id: NodeId,
+    /// Its peer address, `host:port`.
+    pub addr: &'a str,
+}
 
 /// The header that carries the cluster secret.
 pub const SECRET_HEADER: &str = "x-baton-cluster-secret";

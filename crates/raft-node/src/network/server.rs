@@ -12,7 +12,7 @@ use super::{
 };
 use crate::codec;
 use crate::error::NodeError;
-use crate::membership::{self, CHANGE_PATH, IDENTITY_PATH, Identity, MemberChange};
+use crate::membership::{self, CHANGE_PATH, IDENTITY_PATH, Identity, IdentityProbe, MemberChange};
 use crate::node::Node;
 use crate::types::{NodeAddr, NodeId};
 use axum::Router;
@@ -104,7 +104,11 @@ async fn check_secret(
     request: Request,
     next: Next,
 ) -> Response {
-    if let Some(expected) = &secret {
+    // The membership probe comes without the secret (`membership::probe`): its answer
+    // proves this node holds the secret without revealing it.
+    if let Some(expected) = &secret
+        && request.uri().path() != IDENTITY_PATH
+    {
         let presented = request.headers().get(SECRET_HEADER).map(|v| v.as_bytes());
         if !presented.is_some_and(|p| expected.matches(p)) {
             return (StatusCode::UNAUTHORIZED, "cluster secret required").into_response();
@@ -245,7 +249,16 @@ fn forwarded_with_notice(query: &str) -> bool {
 }
 
 async fn identity(State(node): State<Node>, body: Bytes) -> Response {
-    serve(body, |(): ()| async move { Identity { id: node.id() } }).await
+    serve(body, |probe: IdentityProbe| async move {
+        let id = node.id();
+        let proof = node
+            .config()
+            .cluster_secret
+            .as_ref()
+            .map(|secret| membership::identity_proof(secret, &probe.nonce, id));
+        Identity { id, proof }
+    })
+    .await
 }
 
 async fn membership(State(node): State<Node>, body: Bytes) -> Response {

@@ -179,7 +179,7 @@ fn run(sm: &mut StateMachine, ctx: &mut Ctx, op: TxnOp) -> TxnResult {
             TxnResult::Deleted { deleted }
         }
         TxnOp::Range { prefix, limit } => {
-            let (kvs, more) = sm.keys.range(&prefix, limit);
+            let (kvs, more) = sm.keys.range(&prefix, limit, |_| true);
             TxnResult::Range { kvs, more }
         }
     }
