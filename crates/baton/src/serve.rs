@@ -96,6 +96,11 @@ pub struct ServeArgs {
     /// Time an API connection may stay open with no request in flight (default 120000).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(100..))]
     idle_timeout_ms: Option<u64>,
+    /// Another host name clients reach this node's API by (a load balancer's, a proxy's);
+    /// repeatable. IP addresses, `localhost` and the members' advertised API names are
+    /// always accepted; a request naming any other host is refused (DNS rebinding).
+    #[arg(long = "api-host", value_name = "NAME")]
+    api_hosts: Vec<String>,
     /// Time a peer connection may stay open with no request in flight (default 300000).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(100..))]
     peer_idle_timeout_ms: Option<u64>,
@@ -378,7 +383,18 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(ms) = args.idle_timeout_ms {
         api_limits.idle_timeout = std::time::Duration::from_millis(ms);
     }
+    let mut hosts: Vec<String> = config
+        .members
+        .values()
+        .map(|m| m.api.as_str())
+        .chain(std::iter::once(config.addr.api.as_str()))
+        .chain(args.api_hosts.iter().map(String::as_str))
+        .map(baton_http_api::origin::host_of)
+        .collect();
+    hosts.sort();
+    hosts.dedup();
     let api = ApiConfig {
+        hosts,
         tls: config.api_tls.is_some(),
         admin_token: admin_token.map(baton_raft_node::Secret::new),
         access_log: args.access_log,

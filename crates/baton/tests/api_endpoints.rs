@@ -976,7 +976,9 @@ async fn every_bad_input_gets_its_4xx_with_the_error_shape_and_changes_nothing()
     for (method, path, body, status, code) in bad_inputs(lease) {
         let mut request = c.http.request(method.clone(), c.node(1).url(&path));
         if let Some(body) = body {
-            request = request.body(body);
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body);
         }
         let response = request.send().await.unwrap();
         let got = response.status().as_u16();

@@ -261,7 +261,10 @@ async fn pipelined(addr: &str, count: usize, method: impl Fn(usize) -> String) {
         let round = 100.min(count - i);
         let mut out = String::new();
         for j in i..i + round {
-            out += &format!("{} /v1/cluster HTTP/1.1\r\nhost: x\r\n\r\n", method(j));
+            out += &format!(
+                "{} /v1/cluster HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n",
+                method(j)
+            );
         }
         tcp.write_all(out.as_bytes()).await.unwrap();
         // Each answer is one status line; count them as they come.
@@ -379,7 +382,7 @@ async fn timed_get(api: &str, within: Duration) -> Option<Duration> {
     let started = Instant::now();
     let answer = tokio::time::timeout(within, async {
         let mut tcp = TcpStream::connect(api).await.ok()?;
-        tcp.write_all(b"GET /v1/cluster HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        tcp.write_all(b"GET /v1/cluster HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n")
             .await
             .ok()?;
         let mut text = String::new();
@@ -414,7 +417,7 @@ async fn two_thousand_half_sent_requests_do_not_stop_a_normal_client() {
     let mut slow = Vec::new();
     for _ in 0..2_000 {
         let mut tcp = TcpStream::connect(&node.api).await.unwrap();
-        tcp.write_all(b"GET /v1/cluster HTTP/1.1\r\nhost: x\r\nx-slow: ")
+        tcp.write_all(b"GET /v1/cluster HTTP/1.1\r\nhost: 127.0.0.1\r\nx-slow: ")
             .await
             .unwrap();
         slow.push(tcp);
@@ -533,4 +536,123 @@ async fn listings_give_the_same_answer_whatever_other_teams_hold() {
     for ((path, a), (_, b)) in alone.iter().zip(&beside) {
         assert_eq!(a, b, "{path}");
     }
+}
+
+/// Finding 8: `baton lock` handed `BATON_TOKEN` to the command it runs, so any command run
+/// under a lock could act as the lock's principal. Now the command sees the token only
+/// with `--pass-token`, and never the server's own secrets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn baton_lock_passes_its_token_to_the_command_only_when_asked() {
+    let peer = format!("127.0.0.1:{}", free_port());
+    let c = auth_node(&peer).await;
+    let endpoint = c.node(1).api.clone();
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(["--endpoints", &endpoint, "lock"])
+            .args(extra)
+            .args([
+                "orders/cron",
+                "--",
+                "sh",
+                "-c",
+                "echo \"token=${BATON_TOKEN:-none} secret=${BATON_CLUSTER_SECRET:-none} fence=$BATON_FENCE\"",
+            ])
+            .env("BATON_TOKEN", ORDERS)
+            .env("BATON_CLUSTER_SECRET", "not-for-the-command-either")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let withheld = run(&[]);
+    assert!(
+        withheld.contains("token=none secret=none fence="),
+        "{withheld}"
+    );
+    let passed = run(&["--pass-token"]);
+    assert!(
+        passed.contains(&format!("token={ORDERS} secret=none")),
+        "{passed}"
+    );
+}
+
+/// Finding 6: the open loopback API was a web page's API: a page could post `text/plain`
+/// cross-site without a preflight, and a page whose name was rebound to 127.0.0.1 could
+/// read the answers. Now a body without `Content-Type: application/json` is 415, a `Host`
+/// that is not an address or a name of the node is 403, and so is another site's
+/// `Origin`; none of them changes anything. The node's own console (same origin) works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_refuses_what_a_web_page_could_send() {
+    let c = Cluster::single().await;
+    let api = c.node(1).api.clone();
+    let before = c.revision(1).await;
+    let http = reqwest::Client::new();
+    let url = format!("http://{api}/v1/leases");
+    let status = |r: reqwest::Response| r.status().as_u16();
+    // A form or text body, as a page can send cross-site without asking first.
+    for content_type in [
+        None,
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+    ] {
+        let mut request = http.post(&url).body(r#"{"ttl_ms": 60000}"#);
+        if let Some(t) = content_type {
+            request = request.header("content-type", t);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 415, "{content_type:?}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "unsupported_media_type");
+    }
+    // DNS rebinding: a name this node was never told it has.
+    let rebound = http
+        .post(&url)
+        .header(
+            "host",
+            format!("evil.example:{}", api.rsplit(':').next().unwrap()),
+        )
+        .json(&json!({"ttl_ms": 60_000}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(rebound), 403);
+    let read = http
+        .get(format!("http://{api}/v1/locks"))
+        .header("host", "evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(read), 403);
+    // A cross-site page, and a sandboxed one.
+    for origin in ["http://evil.example", "null", "http://localhost:1"] {
+        let cross = http
+            .post(&url)
+            .header("origin", origin)
+            .json(&json!({"ttl_ms": 60_000}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(status(cross), 403, "{origin}");
+    }
+    assert_eq!(c.revision(1).await, before, "nothing was applied");
+    // The console's own calls: same origin, JSON.
+    let own = http
+        .post(&url)
+        .header("origin", format!("http://{api}"))
+        .json(&json!({"ttl_ms": 60_000}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(own), 201);
+    // `localhost` is the node's own.
+    let local = http
+        .get(format!("http://{api}/v1/cluster"))
+        .header(
+            "host",
+            format!("localhost:{}", api.rsplit(':').next().unwrap()),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(local), 200);
 }

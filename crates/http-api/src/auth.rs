@@ -603,6 +603,10 @@ impl Authz {
         if let Some(resource) = event.resource() {
             return self.can(Namespace::of(resource.kind), &resource.name, Access::Read);
         }
+        // An election's leader change belongs to its election.
+        if let EventKind::LeaderChanged { election, .. } = event {
+            return self.can(Namespace::Elections, election, Access::Read);
+        }
         false
     }
 }
@@ -830,6 +834,23 @@ mod tests {
             "[[principal]]\nname = \"a\"\ntoken_sha256 = \"{h}\"\nrules = [{{ namespace = \"lockz\", access = \"read\" }}]"
         );
         assert!(Rules::parse(&ns).unwrap_err().contains("lockz"));
+    }
+
+    #[test]
+    fn an_elections_leader_change_reaches_whoever_may_read_the_election() {
+        let rules = Rules::parse(&format!(
+            "[[principal]]\nname = \"e\"\ntoken_sha256 = \"{}\"\nrules = [{{ namespace = \"elections\", prefix = \"jobs/\", access = \"read\" }}]",
+            token_hash("t")
+        ))
+        .unwrap();
+        let p = rules.authenticate("t").unwrap();
+        let authz = Authz::Principal(p, Arc::default());
+        let changed = |election: &str| EventKind::LeaderChanged {
+            election: election.into(),
+            leader: None,
+        };
+        assert!(authz.sees_event(&changed("jobs/nightly")));
+        assert!(!authz.sees_event(&changed("other/nightly")));
     }
 
     #[test]

@@ -19,6 +19,15 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        // A web page may send a cross-site `text/plain` or form POST without asking first;
+        // it may not send `application/json` without a CORS preflight, which this server
+        // never grants. So a JSON body must say it is one.
+        if !is_json(req.headers()) {
+            return Err(ApiError::new(
+                baton_wire::ErrorDetail::UnsupportedMediaType,
+                "a request body must be JSON sent with `Content-Type: application/json`",
+            ));
+        }
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
             if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::payload_too_large("request body over the limit")
@@ -32,6 +41,23 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
         whole_numbers_as_integers(&mut value);
         serde_json::from_value(value).map(JsonBody).map_err(invalid)
     }
+}
+
+/// Whether the request says its body is JSON: `application/json` or `application/…+json`,
+/// with any parameters (`; charset=utf-8`).
+fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let media = value.split(';').next().unwrap_or_default().trim();
+    let Some((kind, subtype)) = media.split_once('/') else {
+        return false;
+    };
+    kind.eq_ignore_ascii_case("application")
+        && (subtype.eq_ignore_ascii_case("json") || subtype.to_ascii_lowercase().ends_with("+json"))
 }
 
 /// JSON has one number type, and JSON Schema counts `5.0` as an integer: a number with no

@@ -9,6 +9,7 @@
 //!   leaves no entry and no grant behind; a retry with its `Idempotency-Key` takes it up.
 //! - `convert.rs`: the state machine's types to the wire's (`baton-wire` holds the contract).
 //! - `auth.rs`: principals, rules, the token check, flow control, the access log.
+//! - `origin.rs`: the `Host` and `Origin` checks (no DNS rebinding, no cross-site calls).
 //! - `extract.rs`: extractors that turn bad input into a 4xx; the admin token.
 //! - `error.rs`: [`ApiError`], each refusal mapped once to its typed error body and status.
 //! - `state.rs`: [`AppState`]: propose, read, names checked against the node's limits.
@@ -26,6 +27,7 @@ mod error;
 mod extract;
 mod metrics;
 mod openapi;
+pub mod origin;
 mod queue;
 mod routes;
 mod state;
@@ -126,6 +128,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.config.body_bytes_max))
+        .layer(middleware::from_fn_with_state(state.clone(), origin::guard))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             metrics::track,

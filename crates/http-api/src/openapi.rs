@@ -274,7 +274,44 @@ pub fn document(limits: &NodeLimits, body_bytes_max: usize) -> Value {
     close_txn_ops(&mut doc);
     bound_unsigned(&mut doc);
     add_auth_responses(&mut doc);
+    add_edge_responses(&mut doc);
     doc
+}
+
+/// Every operation can answer 403 for a `Host` this node does not serve or another site's
+/// `Origin` (`origin.rs`); every operation with a body answers 415 without
+/// `Content-Type: application/json`.
+fn add_edge_responses(doc: &mut Value) {
+    let error = serde_json::json!({"$ref": "#/components/schemas/ErrorBody"});
+    let forbidden = serde_json::json!({
+        "description": "`permission_denied`: the `Host` is not a name this node serves, or the `Origin` is another site's (or, with `--auth`, no rule allows this)",
+        "content": {"application/json": {"schema": error.clone()}}
+    });
+    let media = serde_json::json!({
+        "description": "`unsupported_media_type`: the body was not sent with `Content-Type: application/json`",
+        "content": {"application/json": {"schema": error}}
+    });
+    let Some(Value::Object(paths)) = doc.get_mut("paths") else {
+        return;
+    };
+    for item in paths.values_mut() {
+        let Value::Object(operations) = item else {
+            continue;
+        };
+        for operation in operations.values_mut() {
+            let has_body = operation.get("requestBody").is_some();
+            if let Some(Value::Object(responses)) = operation.get_mut("responses") {
+                responses
+                    .entry("403".to_owned())
+                    .or_insert_with(|| forbidden.clone());
+                if has_body {
+                    responses
+                        .entry("415".to_owned())
+                        .or_insert_with(|| media.clone());
+                }
+            }
+        }
+    }
 }
 
 /// With `--auth`, every `/v1` operation (and `/metrics`) can answer 401

@@ -31,6 +31,9 @@ pub struct ApiConfig {
     pub tls: bool,
     /// Shown in `/v1/cluster` (e.g. `--insecure-allow-open`).
     pub warnings: Vec<String>,
+    /// Host names (lowercase, no port) this node is reached by, besides IP addresses and
+    /// `localhost`: a request naming another host is refused (`origin.rs`).
+    pub hosts: Vec<String>,
     /// How long past its `wait_ms` a held-open acquire waits for the leader's timeout
     /// before proposing the timeout itself.
     pub wait_grace_ms: u64,
@@ -50,6 +53,7 @@ impl Default for ApiConfig {
             metrics_open: false,
             tls: false,
             warnings: Vec::new(),
+            hosts: Vec::new(),
             wait_grace_ms: 2_000,
             watch_progress_ms: 5_000,
             reattach_grace_ms: 5_000,

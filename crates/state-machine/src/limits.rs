@@ -83,7 +83,7 @@ impl Limits {
         if prefix.chars().any(char::is_control) {
             return Err(Error::invalid(field, "must not contain control characters"));
         }
-        Ok(())
+        check_visible(field, prefix)
     }
 
     /// An owner string: up to max bytes, no control characters (may be empty).
@@ -100,7 +100,7 @@ impl Limits {
                 "must not contain control characters",
             ));
         }
-        Ok(())
+        check_visible("owner", owner)
     }
 
     /// A value: at most `value_bytes_max` bytes (413 beyond).
@@ -167,6 +167,35 @@ impl Limits {
     }
 }
 
+/// Whether `c` is a bidirectional control or a zero-width character: text that shows
+/// other than it is stored (a name that looks like another one in the console or a log).
+/// The same set as the names' pattern in the OpenAPI document.
+pub fn is_hidden_char(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061C}'
+            | '\u{180E}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2069}'
+            | '\u{FEFF}'
+    )
+}
+
+/// Refuses text with a bidirectional control or a zero-width character, naming it.
+fn check_visible(field: &'static str, text: &str) -> Result<(), Error> {
+    match text.char_indices().find(|(_, c)| is_hidden_char(*c)) {
+        None => Ok(()),
+        Some((at, c)) => Err(Error::invalid(
+            field,
+            format!(
+                "must not contain bidirectional controls or zero-width characters (U+{:04X} at byte {at})",
+                c as u32
+            ),
+        )),
+    }
+}
+
 fn check_range(field: &'static str, value: u64, min: u64, max: u64) -> Result<(), Error> {
     if value < min || value > max {
         return Err(Error::invalid(
@@ -225,6 +254,19 @@ mod tests {
         assert!(limits.check_name("name", "a\nb").is_err());
         assert!(limits.check_name("name", "a\u{7f}b").is_err());
         assert!(limits.check_name("name", "ünïcödé/ok").is_ok());
+        // Text that shows other than it is stored: bidi controls, zero-width characters.
+        for hidden in [
+            "a\u{202E}b",
+            "a\u{200B}b",
+            "\u{2066}x\u{2069}",
+            "\u{FEFF}x",
+            "x\u{200D}",
+        ] {
+            let e = limits.check_name("name", hidden).unwrap_err().to_string();
+            assert!(e.contains("zero-width"), "{hidden:?}: {e}");
+            assert!(limits.check_owner(hidden).is_err(), "{hidden:?}");
+        }
+        assert!(limits.check_name("name", "日本語/ロック").is_ok());
     }
 
     #[test]

@@ -46,6 +46,8 @@ pub enum ErrorCode {
     Compacted,
     /// A body or value over its limit (413).
     PayloadTooLarge,
+    /// A body sent without `Content-Type: application/json` (415).
+    UnsupportedMediaType,
     /// A queue at its bound, or the principal's request rate (429).
     RateLimited,
     /// A principal's quota on leases, keys, bytes, waiters or watches (429).
@@ -83,6 +85,7 @@ impl ErrorCode {
             ErrorCode::Stale => "stale",
             ErrorCode::Compacted => "compacted",
             ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::RateLimited => "rate_limited",
             ErrorCode::QuotaExceeded => "quota_exceeded",
             ErrorCode::Internal => "internal",
@@ -114,6 +117,7 @@ impl ErrorCode {
             ErrorCode::IdempotencyKeyReused => 422,
             ErrorCode::Compacted => 410,
             ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::RateLimited | ErrorCode::QuotaExceeded => 429,
             ErrorCode::Internal => 500,
             ErrorCode::NoLeader | ErrorCode::Unavailable => 503,
@@ -193,6 +197,8 @@ pub enum ErrorDetail {
     },
     /// 413.
     PayloadTooLarge,
+    /// 415: a body without `Content-Type: application/json`.
+    UnsupportedMediaType,
     /// 429: a queue is at its bound, or the principal sends faster than its rate.
     RateLimited {
         /// The queue's bound, when a queue is full.
@@ -248,6 +254,7 @@ impl ErrorDetail {
             ErrorDetail::Stale => ErrorCode::Stale,
             ErrorDetail::Compacted { .. } => ErrorCode::Compacted,
             ErrorDetail::PayloadTooLarge => ErrorCode::PayloadTooLarge,
+            ErrorDetail::UnsupportedMediaType => ErrorCode::UnsupportedMediaType,
             ErrorDetail::RateLimited { .. } => ErrorCode::RateLimited,
             ErrorDetail::QuotaExceeded { .. } => ErrorCode::QuotaExceeded,
             ErrorDetail::Internal => ErrorCode::Internal,
@@ -339,6 +346,7 @@ mod tests {
             ErrorCode::Stale,
             ErrorCode::Compacted,
             ErrorCode::PayloadTooLarge,
+            ErrorCode::UnsupportedMediaType,
             ErrorCode::RateLimited,
             ErrorCode::QuotaExceeded,
             ErrorCode::Internal,

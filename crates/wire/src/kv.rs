@@ -149,7 +149,10 @@ pub struct Compare {
     /// The key.
     #[cfg_attr(
         feature = "openapi",
-        schema(min_length = 1, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")
+        schema(
+            min_length = 1,
+            pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"
+        )
     )]
     pub key: String,
     /// What to compare.
@@ -170,7 +173,10 @@ pub enum TxnOp {
         /// The key.
         #[cfg_attr(
             feature = "openapi",
-            schema(min_length = 1, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")
+            schema(
+                min_length = 1,
+                pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"
+            )
         )]
         key: String,
         /// The value.
@@ -184,7 +190,10 @@ pub enum TxnOp {
         /// The key.
         #[cfg_attr(
             feature = "openapi",
-            schema(min_length = 1, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")
+            schema(
+                min_length = 1,
+                pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"
+            )
         )]
         key: String,
     },
@@ -193,7 +202,10 @@ pub enum TxnOp {
         /// The prefix.
         #[cfg_attr(
             feature = "openapi",
-            schema(min_length = 1, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")
+            schema(
+                min_length = 1,
+                pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"
+            )
         )]
         prefix: String,
     },
@@ -202,7 +214,9 @@ pub enum TxnOp {
         /// The prefix.
         #[cfg_attr(
             feature = "openapi",
-            schema(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+            schema(
+                pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]*$"
+            )
         )]
         prefix: String,
         /// At most this many (default 100).

@@ -39,7 +39,9 @@ pub struct AcquireRequest {
     #[serde(default)]
     #[cfg_attr(
         feature = "openapi",
-        schema(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+        schema(
+            pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]*$"
+        )
     )]
     pub owner: String,
     /// Exclusive (default) or shared.
@@ -68,7 +70,9 @@ pub struct ReleaseRequest {
     #[serde(default)]
     #[cfg_attr(
         feature = "openapi",
-        schema(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+        schema(
+            pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]*$"
+        )
     )]
     pub owner: String,
     /// If given, only the grant with this fence is released.
@@ -100,7 +104,9 @@ pub struct SemaphoreAcquireRequest {
     #[serde(default)]
     #[cfg_attr(
         feature = "openapi",
-        schema(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+        schema(
+            pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]*$"
+        )
     )]
     pub owner: String,
     /// The semaphore's limit; must match while it is in use.

@@ -33,7 +33,9 @@ pub struct LockListParams {
     #[serde(default)]
     #[cfg_attr(
         feature = "openapi",
-        param(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+        param(
+            pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]*$"
+        )
     )]
     pub prefix: String,
     /// At most this many (default 1 000).
@@ -79,7 +81,9 @@ pub struct LockStatsParams {
     #[serde(default)]
     #[cfg_attr(
         feature = "openapi",
-        param(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+        param(
+            pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]*$"
+        )
     )]
     pub prefix: String,
     /// Only this kind (default: every kind).
@@ -101,7 +105,9 @@ pub struct RangeParams {
     #[serde(default)]
     #[cfg_attr(
         feature = "openapi",
-        param(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+        param(
+            pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]*$"
+        )
     )]
     pub prefix: String,
     /// At most this many (default 1 000).
@@ -134,7 +140,7 @@ pub struct DeletePrefixParams {
         feature = "openapi",
         param(
             min_length = 1,
-            pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"
+            pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"
         )
     )]
     pub prefix: String,
@@ -152,7 +158,7 @@ pub struct WatchParams {
         param(
             nullable = false,
             min_length = 1,
-            pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"
+            pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"
         )
     )]
     pub key: Option<String>,
@@ -160,7 +166,10 @@ pub struct WatchParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(
         feature = "openapi",
-        param(nullable = false, pattern = r"^[^\u0000-\u001F\u007F-\u009F]*$")
+        param(
+            nullable = false,
+            pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]*$"
+        )
     )]
     pub prefix: Option<String>,
     /// One lock.
@@ -170,7 +179,7 @@ pub struct WatchParams {
         param(
             nullable = false,
             min_length = 1,
-            pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"
+            pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"
         )
     )]
     pub lock: Option<String>,
@@ -181,7 +190,7 @@ pub struct WatchParams {
         param(
             nullable = false,
             min_length = 1,
-            pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"
+            pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"
         )
     )]
     pub semaphore: Option<String>,
@@ -192,7 +201,7 @@ pub struct WatchParams {
         param(
             nullable = false,
             min_length = 1,
-            pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"
+            pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"
         )
     )]
     pub election: Option<String>,

@@ -60,10 +60,26 @@ pub struct LockArgs {
     /// (never past the lease's safe-until).
     #[arg(long, default_value_t = 10_000)]
     pub kill_after_ms: u64,
+    /// Pass BATON_TOKEN (and BATON_TOKEN_FILE) on to CMD. Without it CMD does not see
+    /// baton's token: a command that needs to call baton itself must ask for it.
+    #[arg(long)]
+    pub pass_token: bool,
     /// The command and its arguments (none: hold the lock until SIGINT or SIGTERM).
     #[arg(last = true)]
     pub command: Vec<String>,
 }
+
+/// Secrets of baton's own that a command run under a lock never sees (the token only with
+/// `--pass-token`).
+const WITHHELD: [&str; 5] = [
+    "BATON_CLUSTER_SECRET",
+    "BATON_CLUSTER_SECRET_FILE",
+    "BATON_ADMIN_TOKEN",
+    "BATON_ADMIN_TOKEN_FILE",
+    "BATON_AUTH_FILE",
+];
+/// The client's token, passed on only with `--pass-token`.
+const TOKEN_VARIABLES: [&str; 2] = ["BATON_TOKEN", "BATON_TOKEN_FILE"];
 
 /// Runs the command; returns the exit code for baton.
 pub fn run(global: &Global, args: LockArgs) -> anyhow::Result<i32> {
@@ -116,7 +132,16 @@ async fn run_async(global: &Global, args: LockArgs) -> anyhow::Result<i32> {
         return hold(global, &args, lease, guard, signals).await;
     }
     let grace = (ttl / 10).clamp(Duration::from_millis(100), Duration::from_secs(1));
-    let mut child = tokio::process::Command::new(std::env::current_exe()?)
+    let mut command = tokio::process::Command::new(std::env::current_exe()?);
+    for name in WITHHELD {
+        command.env_remove(name);
+    }
+    if !args.pass_token {
+        for name in TOKEN_VARIABLES {
+            command.env_remove(name);
+        }
+    }
+    let mut child = command
         .arg("supervise")
         .arg("--parent")
         .arg(std::process::id().to_string())

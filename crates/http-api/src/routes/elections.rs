@@ -16,7 +16,7 @@ use baton_wire::*;
 /// Campaigns: leads at once, or waits as a candidate (held open) up to `wait_ms`.
 #[utoipa::path(post, path = "/v1/elections/{name}/campaign", operation_id = "elections_campaign", request_body = CampaignRequest,
     params(
-        ("name" = String, Path, description = "The election's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("name" = String, Path, description = "The election's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
         ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
     ),
     responses(
@@ -45,7 +45,7 @@ pub(crate) async fn campaign(
 /// The leader sets a new value.
 #[utoipa::path(post, path = "/v1/elections/{name}/proclaim", operation_id = "elections_proclaim", request_body = ProclaimRequest,
     params(
-        ("name" = String, Path, description = "The election's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("name" = String, Path, description = "The election's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
         ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
     ),
     responses(
@@ -85,7 +85,7 @@ pub(crate) async fn proclaim(
 /// The leader steps down (the next candidate leads at once), or a candidate withdraws.
 #[utoipa::path(post, path = "/v1/elections/{name}/resign", operation_id = "elections_resign", request_body = ResignRequest,
     params(
-        ("name" = String, Path, description = "The election's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("name" = String, Path, description = "The election's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
         ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
     ),
     responses(
@@ -117,7 +117,7 @@ pub(crate) async fn resign(
 /// The current leader, its value and fence.
 #[utoipa::path(get, path = "/v1/elections/{name}", operation_id = "elections_get",
     params(
-        ("name" = String, Path, description = "The election's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("name" = String, Path, description = "The election's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
         ReadParams,
     ),
     responses(

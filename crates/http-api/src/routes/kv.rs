@@ -18,7 +18,7 @@ use baton_wire::*;
 /// Writes a key; `prev_revision` makes it a compare-and-set on `mod_revision`.
 #[utoipa::path(put, path = "/v1/kv/{key}", operation_id = "kv_put", request_body = PutRequest,
     params(
-        ("key" = String, Path, description = "The key (may contain `/`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("key" = String, Path, description = "The key (may contain `/`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
         ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
     ),
     responses(
@@ -53,7 +53,7 @@ pub(crate) async fn put(
 /// Creates `prefix` + a zero-padded, strictly increasing suffix.
 #[utoipa::path(post, path = "/v1/kv/{key}", operation_id = "kv_create_sequential", request_body = SequentialRequest,
     params(
-        ("key" = String, Path, description = "The prefix of the new key, which is the prefix followed by a zero-padded revision (may contain `/`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("key" = String, Path, description = "The prefix of the new key, which is the prefix followed by a zero-padded revision (may contain `/`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
         ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
     ),
     responses(
@@ -102,7 +102,7 @@ fn put_answer(applied: baton_state_machine::Applied) -> ApiResult<PutResponse> {
 /// Reads a key.
 #[utoipa::path(get, path = "/v1/kv/{key}", operation_id = "kv_get",
     params(
-        ("key" = String, Path, description = "The key (may contain `/`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("key" = String, Path, description = "The key (may contain `/`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
         ReadParams,
     ),
     responses(
@@ -166,7 +166,7 @@ pub(crate) async fn range(
 /// Deletes a key (compare-and-set with `?prev_revision=`).
 #[utoipa::path(delete, path = "/v1/kv/{key}", operation_id = "kv_delete",
     params(
-        ("key" = String, Path, description = "The key (may contain `/`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("key" = String, Path, description = "The key (may contain `/`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
         DeleteParams,
         ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
     ),

@@ -19,7 +19,7 @@ use baton_wire::*;
 /// deadline.
 #[utoipa::path(post, path = "/v1/locks/{name}/acquire", operation_id = "locks_acquire", request_body = AcquireRequest,
     params(
-        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
         ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
     ),
     responses(
@@ -48,7 +48,7 @@ pub(crate) async fn acquire(
 /// Releases a lock (one re-entrant count), or cancels a queued acquire.
 #[utoipa::path(post, path = "/v1/locks/{name}/release", operation_id = "locks_release", request_body = ReleaseRequest,
     params(
-        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
         ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
     ),
     responses(
@@ -76,7 +76,7 @@ pub(crate) async fn release(
 /// Whether a fence is the current grant (linearizable).
 #[utoipa::path(post, path = "/v1/locks/{name}/check", operation_id = "locks_check", request_body = CheckRequest,
     params(
-        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
     ),
     responses(
         (status = 200, description = "Whether the fence is current", body = CheckResponse),
@@ -108,7 +108,7 @@ pub(crate) async fn check(
 /// A lock's holders and queue (empty if it is free).
 #[utoipa::path(get, path = "/v1/locks/{name}", operation_id = "locks_get",
     params(
-        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
         ReadParams,
     ),
     responses(
@@ -154,7 +154,7 @@ pub(crate) async fn list(
 /// Admin force-release: every holder goes; needs the admin token when one is configured.
 #[utoipa::path(delete, path = "/v1/locks/{name}", operation_id = "locks_force_release",
     params(
-        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
         ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
     ),
     responses(

@@ -16,7 +16,7 @@ use baton_wire::*;
 /// Acquires permits of a semaphore of `limit` permits.
 #[utoipa::path(post, path = "/v1/semaphores/{name}/acquire", operation_id = "semaphores_acquire", request_body = SemaphoreAcquireRequest,
     params(
-        ("name" = String, Path, description = "The semaphore's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("name" = String, Path, description = "The semaphore's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
         ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
     ),
     responses(
@@ -45,7 +45,7 @@ pub(crate) async fn acquire(
 /// Releases a semaphore hold, or cancels a queued acquire.
 #[utoipa::path(post, path = "/v1/semaphores/{name}/release", operation_id = "semaphores_release", request_body = ReleaseRequest,
     params(
-        ("name" = String, Path, description = "The semaphore's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("name" = String, Path, description = "The semaphore's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
         ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
     ),
     responses(
@@ -73,7 +73,7 @@ pub(crate) async fn release(
 /// A semaphore's holders, queue and limit.
 #[utoipa::path(get, path = "/v1/semaphores/{name}", operation_id = "semaphores_get",
     params(
-        ("name" = String, Path, description = "The semaphore's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F]+$"),
+        ("name" = String, Path, description = "The semaphore's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
         ReadParams,
     ),
     responses(
