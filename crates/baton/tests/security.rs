@@ -656,3 +656,155 @@ async fn the_api_refuses_what_a_web_page_could_send() {
         .unwrap();
     assert_eq!(status(local), 200);
 }
+
+/// Reads `response`'s SSE stream until a chunk holds `needle`; the text read so far.
+async fn read_until(response: reqwest::Response, needle: &str, within: Duration) -> String {
+    use futures_util::StreamExt;
+    let mut stream = response.bytes_stream();
+    let mut text = String::new();
+    let found = tokio::time::timeout(within, async {
+        while let Some(chunk) = stream.next().await {
+            text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+            if text.contains(needle) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert!(
+        matches!(found, Ok(true)),
+        "no {needle:?} within {within:?}: {text}"
+    );
+    text
+}
+
+/// Finding 7: a SIGHUP that removed a principal stopped its new requests, but its open
+/// watches and held-open acquires went on. Now they end within a second: the watch with an
+/// `error` event, the acquire with 401 (its queue place is cancelled); a principal whose
+/// rules no longer allow what it watches is told `permission_denied`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_revokes_a_principal_ends_its_open_streams() {
+    let peer = format!("127.0.0.1:{}", free_port());
+    let c = auth_node(&peer).await;
+    let file = c.data_dir().join("auth.toml");
+    let original = std::fs::read_to_string(&file).unwrap();
+    hold(&c, ORDERS, "orders/job").await;
+    let (_, body) = call(
+        &c,
+        ORDERS,
+        Method::POST,
+        "/v1/leases",
+        Some(json!({"ttl_ms": 60_000})),
+    )
+    .await;
+    let waiter_lease = body["lease_id"].as_u64().unwrap();
+    let watch = |token: &'static str| {
+        c.http
+            .get(c.node(1).url("/v1/watch?prefix=orders/"))
+            .bearer_auth(token)
+            .send()
+    };
+    let hup = || {
+        let pid = c.node(1).pid().unwrap().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-HUP", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    // Narrowed: orders may no longer watch. Its watch ends with permission_denied.
+    let narrowed_watch = watch(ORDERS).await.unwrap();
+    assert_eq!(narrowed_watch.status(), 200);
+    std::fs::write(
+        &file,
+        original.replace(
+            "  { namespace = \"watches\", prefix = \"orders/\", access = \"read\" },\n",
+            "",
+        ),
+    )
+    .unwrap();
+    hup();
+    let text = read_until(narrowed_watch, "permission_denied", Duration::from_secs(1)).await;
+    assert!(text.contains("event: error"), "{text}");
+    // Removed: orders is gone from the file. Its held-open acquire answers 401 and its
+    // queue place is cancelled; a watch of the admin's goes on.
+    std::fs::write(&file, &original).unwrap();
+    hup();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let orders_watch = loop {
+        let w = watch(ORDERS).await.unwrap();
+        if w.status() == 200 {
+            break w;
+        }
+        assert!(Instant::now() < deadline, "the restored file did not take");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let ops_watch = watch(OPS).await.unwrap();
+    let waiter = {
+        let http = c.http.clone();
+        let url = c.node(1).url("/v1/locks/orders%2Fjob/acquire");
+        tokio::spawn(async move {
+            http.post(url)
+                .bearer_auth(ORDERS)
+                .json(&json!({"lease_id": waiter_lease, "owner": "waiter", "wait_ms": 60_000}))
+                .send()
+                .await
+                .unwrap()
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.lock_queue_as(ORDERS, "orders%2Fjob").await.is_empty() {
+        assert!(Instant::now() < deadline, "the waiter did not queue");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let without_orders = original
+        .split("[[principal]]")
+        .filter(|p| !p.contains("name = \"orders\""))
+        .collect::<Vec<_>>()
+        .join("[[principal]]");
+    std::fs::write(&file, without_orders).unwrap();
+    let revoked_at = Instant::now();
+    hup();
+    let text = read_until(orders_watch, "unauthenticated", Duration::from_secs(1)).await;
+    assert!(text.contains("event: error"), "{text}");
+    let answer = tokio::time::timeout(Duration::from_secs(1), waiter)
+        .await
+        .expect("the held-open acquire ended within a second")
+        .unwrap();
+    assert_eq!(answer.status(), 401);
+    assert!(revoked_at.elapsed() < Duration::from_secs(2));
+    // Its place is gone (cancelled as for a client that left); the admin still watches.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !c.lock_queue_as(OPS, "orders%2Fjob").await.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the revoked waiter kept its place"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, _) = call(
+        &c,
+        OPS,
+        Method::PUT,
+        "/v1/kv/orders/after",
+        Some(json!({"value": "v"})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    read_until(ops_watch, "orders/after", Duration::from_secs(2)).await;
+}
+
+trait QueueAs {
+    /// The queue of lock `name` (encoded) as `token` sees it.
+    async fn lock_queue_as(&self, token: &str, name: &str) -> Vec<Value>;
+}
+
+impl QueueAs for Cluster {
+    async fn lock_queue_as(&self, token: &str, name: &str) -> Vec<Value> {
+        let (_, state) = call(self, token, Method::GET, &format!("/v1/locks/{name}"), None).await;
+        state["queue"].as_array().cloned().unwrap_or_default()
+    }
+}

@@ -418,6 +418,9 @@ pub struct Auth {
     path: PathBuf,
     rules: RwLock<Arc<Rules>>,
     flows: Mutex<BTreeMap<String, Arc<Flow>>>,
+    /// Counts reloads: open streams and held-open acquires re-check their principal when
+    /// it moves ([`Authz::refreshed`]).
+    reloads: tokio::sync::watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for Auth {
@@ -433,6 +436,7 @@ impl Auth {
             path: path.to_owned(),
             rules: RwLock::new(Arc::new(read_rules(path)?)),
             flows: Mutex::default(),
+            reloads: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -442,6 +446,7 @@ impl Auth {
             path: PathBuf::new(),
             rules: RwLock::new(Arc::new(rules)),
             flows: Mutex::default(),
+            reloads: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -451,7 +456,23 @@ impl Auth {
         let rules = read_rules(&self.path)?;
         let count = rules.len();
         *self.rules.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(rules);
+        self.reloads.send_modify(|n| *n += 1);
         Ok(count)
+    }
+
+    /// Told of every reload (open streams and held-open acquires re-check themselves).
+    pub(crate) fn reloads(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.reloads.subscribe()
+    }
+
+    /// `principal` as the rules in force have it: the entry of the same name and token,
+    /// if there still is one.
+    fn current(&self, principal: &Principal) -> Option<Arc<Principal>> {
+        self.rules()
+            .principals
+            .iter()
+            .find(|p| p.name == principal.name && p.token_sha256 == principal.token_sha256)
+            .cloned()
     }
 
     /// The rules in force.
@@ -515,6 +536,21 @@ impl Authz {
                     ))
                 }
             }
+        }
+    }
+
+    /// This request's authorization under the rules in force now: 401 if its principal (or
+    /// its token) was removed by a reload, else the principal's current rules.
+    pub(crate) fn refreshed(&self, auth: Option<&Auth>) -> Result<Authz, ApiError> {
+        match (self, auth) {
+            (Authz::Principal(p, flow), Some(auth)) => match auth.current(p) {
+                Some(now) => Ok(Authz::Principal(now, flow.clone())),
+                None => Err(ApiError::new(
+                    ErrorDetail::Unauthenticated,
+                    format!("principal {:?} or its token was removed", p.name),
+                )),
+            },
+            _ => Ok(self.clone()),
         }
     }
 
@@ -621,6 +657,18 @@ impl<S: Send + Sync> FromRequestParts<S> for Authz {
             .get::<Authz>()
             .cloned()
             .unwrap_or(Authz::Open))
+    }
+}
+
+/// Resolves at the next reload of the auth file (never, without authentication).
+pub(crate) async fn reloaded(reloads: &mut Option<tokio::sync::watch::Receiver<u64>>) {
+    match reloads {
+        Some(rx) => {
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending().await,
     }
 }
 

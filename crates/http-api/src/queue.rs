@@ -246,7 +246,7 @@ pub(crate) async fn acquire<R: QueueRequest>(
         }
     };
     let mut counted = WaitCount::new(state, R::KIND);
-    let outcome = counted.of(wait(state, &resource, &claimant, enqueued, until).await)?;
+    let outcome = counted.of(wait(state, authz, &resource, &claimant, enqueued, until).await)?;
     guard.settle();
     answer(
         state,
@@ -299,7 +299,15 @@ async fn take_up(
             );
             guard.adopt(enqueued);
             let mut counted = WaitCount::new(state, resource.kind);
-            let waited = wait(state, resource, &claimant, enqueued, Until::hold(state)).await;
+            let waited = wait(
+                state,
+                authz,
+                resource,
+                &claimant,
+                enqueued,
+                Until::hold(state),
+            )
+            .await;
             let outcome = counted.of(waited)?;
             guard.settle();
             outcome
@@ -442,6 +450,7 @@ fn duplicate_fence(name: &str, fence: u64) -> u64 {
 
 async fn wait(
     state: &AppState,
+    authz: &Authz,
     resource: &ResourceId,
     claimant: &Claimant,
     enqueued: Revision,
@@ -450,6 +459,10 @@ async fn wait(
     // Woken only when this entry is granted or cancelled here, not on every apply.
     let claim = state.node.wait_claim(resource.clone(), enqueued);
     let mut from = enqueued.next();
+    let mut reloads = match authz {
+        Authz::Principal(..) => state.auth.as_ref().map(|a| a.reloads()),
+        Authz::Open => None,
+    };
     loop {
         let mut ended = std::pin::pin!(claim.notified());
         // Enabled before the scan, so an outcome applied after the scan still wakes it.
@@ -477,6 +490,12 @@ async fn wait(
                 };
             }
             () = state.shutdown.cancelled() => return Err(ApiError::shutting_down()),
+            () = crate::auth::reloaded(&mut reloads) => {
+                // Revoked or narrowed by a reload: answered with the refusal, and the
+                // queue entry is cancelled as for a client that went away.
+                let now = authz.refreshed(state.auth.as_deref())?;
+                now.allow(Namespace::of(resource.kind), &resource.name, Access::Write)?;
+            }
         }
     }
 }

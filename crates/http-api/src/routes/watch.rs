@@ -121,7 +121,12 @@ pub(crate) async fn watch(
         .read_local(|sm| sm.events_since(from, &filter, 0))
         .map_err(ApiError::from)?;
     let tick = Duration::from_millis(state.config.watch_progress_ms);
+    let reloads = match &authz {
+        Authz::Principal(..) => state.auth.as_ref().map(|a| a.reloads()),
+        Authz::Open => None,
+    };
     let stream = WatchStream {
+        reloads,
         progress: state.node.progress(),
         raft: state.node.raft().server_metrics(),
         leaderless_since: None,
@@ -182,6 +187,8 @@ struct WatchStream {
     quota: Option<FlowGuard>,
     /// Who watches: each event is shown only if its key or resource is readable.
     authz: Authz,
+    /// Reloads of the auth file: the watcher is checked again at each.
+    reloads: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 impl WatchStream {
@@ -216,6 +223,26 @@ impl WatchStream {
                     return Some((Ok(progress), self));
                 }
                 () = self.state.shutdown.cancelled() => return None,
+                () = crate::auth::reloaded(&mut self.reloads) => self.recheck(),
+            }
+        }
+    }
+
+    /// After a reload of the auth file: a watcher whose principal was removed, or who may
+    /// no longer watch what it watches, is told so in an `error` event and the stream
+    /// ends; otherwise its events are filtered by its rules as they are now.
+    fn recheck(&mut self) {
+        let checked = self
+            .authz
+            .refreshed(self.state.auth.as_deref())
+            .and_then(|now| permit(&self.state, &now, &self.filter).map(|()| now));
+        match checked {
+            Ok(now) => self.authz = now,
+            Err(refused) => {
+                let body = ErrorBody::new(refused.detail, refused.message);
+                self.buffer
+                    .push_back(SseEvent::default().event("error").data(to_json(&body)));
+                self.done = true;
             }
         }
     }
