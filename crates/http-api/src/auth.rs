@@ -26,6 +26,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use subtle::ConstantTimeEq;
 
+/// Live leases a principal may have when its entry sets no `leases` quota.
+pub const DEFAULT_LEASES_QUOTA: u64 = 10_000;
+
 /// Why an auth file was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
@@ -101,6 +104,11 @@ pub struct QuotaEntry {
     pub keys: Option<u64>,
     /// Bytes of those keys, key plus value (replicated, exact).
     pub key_bytes: Option<u64>,
+    /// Holds and queue places of its leases, 202s included (replicated, exact).
+    pub claims: Option<u64>,
+    /// Bytes of its claims' owner strings and election values and of the idempotency
+    /// outcomes its leases keep (replicated, exact).
+    pub state_bytes: Option<u64>,
     /// Held-open acquires at once on one node.
     pub waiters: Option<u64>,
     /// Open watch streams at once on one node.
@@ -216,9 +224,13 @@ impl Principal {
             principal: self.name.clone(),
             admin: self.admin,
             quota: Quota {
-                leases: self.quota.leases,
+                // Leases are never unlimited: everything else a principal holds hangs on
+                // them.
+                leases: Some(self.quota.leases.unwrap_or(DEFAULT_LEASES_QUOTA)),
                 keys: self.quota.keys,
                 key_bytes: self.quota.key_bytes,
+                claims: self.quota.claims,
+                state_bytes: self.quota.state_bytes,
             },
         }
     }

@@ -6,6 +6,7 @@ use crate::command::{Command, TxnOp};
 use crate::ids::LeaseId;
 use crate::machine::StateMachine;
 use crate::outcome::Rejection;
+use crate::resource::ResourceId;
 use serde::{Deserialize, Serialize};
 
 /// The authenticated principal behind a proposal, with its replicated quotas.
@@ -28,6 +29,12 @@ pub struct Quota {
     pub keys: Option<u64>,
     /// Bytes (key + value) of those keys.
     pub key_bytes: Option<u64>,
+    /// Holds and queue places of its leases (locks, semaphores, elections), those a 202
+    /// keeps included.
+    pub claims: Option<u64>,
+    /// Bytes of its claims' owner strings and election values, and of the idempotency
+    /// outcomes its leases keep.
+    pub state_bytes: Option<u64>,
 }
 
 /// What one principal owns now; entries at zero are removed.
@@ -39,7 +46,30 @@ pub struct Usage {
     pub keys: u64,
     /// Their bytes (key + value).
     pub key_bytes: u64,
+    /// Holds and queue places of its leases.
+    pub claims: u64,
+    /// Bytes of their owner strings and election values.
+    pub claim_bytes: u64,
+    /// Bytes of the idempotency outcomes its leases keep.
+    pub outcome_bytes: u64,
 }
+
+impl Usage {
+    /// The bytes [`Quota::state_bytes`] limits.
+    pub fn state_bytes(&self) -> u64 {
+        self.claim_bytes.saturating_add(self.outcome_bytes)
+    }
+}
+
+/// The bytes a claim counts for in quotas: its owner string and its election value.
+pub(crate) fn claim_bytes(owner: &str, value_len: usize) -> u64 {
+    (owner.len() + value_len) as u64
+}
+
+/// An idempotency outcome larger than this is never kept under its lease (it goes to the
+/// shared window, bounded in bytes as a whole), so what one lease keeps is bounded in
+/// bytes as well as in count.
+pub const OWNED_OUTCOME_BYTES_MAX: usize = 4 << 10;
 
 impl Usage {
     fn is_zero(&self) -> bool {
@@ -86,6 +116,45 @@ impl StateMachine {
         if entry.is_zero() {
             self.usage.remove(principal);
         }
+    }
+
+    /// Adds (`add`) or takes back claims and their bytes for the principal that owns
+    /// `lease` (nothing for a lease granted without authentication, or gone).
+    pub(crate) fn charge_claims(
+        &mut self,
+        owner: Option<&str>,
+        claims: u64,
+        bytes: u64,
+        add: bool,
+    ) {
+        let Some(owner) = owner else { return };
+        self.usage_mut(owner, |u| {
+            if add {
+                u.claims += claims;
+                u.claim_bytes += bytes;
+            } else {
+                u.claims = u.claims.saturating_sub(claims);
+                u.claim_bytes = u.claim_bytes.saturating_sub(bytes);
+            }
+        });
+    }
+
+    /// Adds or takes back the bytes of an idempotency outcome a lease of `owner` keeps.
+    pub(crate) fn charge_outcome(&mut self, owner: &str, bytes: u64, add: bool) {
+        self.usage_mut(owner, |u| {
+            if add {
+                u.outcome_bytes += bytes;
+            } else {
+                u.outcome_bytes = u.outcome_bytes.saturating_sub(bytes);
+            }
+        });
+    }
+
+    /// The principal that granted `lease`, if it is live and was granted with one.
+    pub(crate) fn lease_principal(&self, lease: LeaseId) -> Option<String> {
+        self.leases
+            .get(&lease)
+            .and_then(|l| l.owner.as_deref().map(str::to_owned))
     }
 
     /// Adds (or takes back) one key of `bytes` to `owner`'s usage.
@@ -142,6 +211,27 @@ impl StateMachine {
                 limit: max,
             });
         }
+        if quota.claims.is_some() || quota.state_bytes.is_some() {
+            let (claims, bytes) = self.claim_growth(command);
+            if let Some(max) = quota.claims
+                && claims > 0
+                && usage.claims.saturating_add(claims) > max
+            {
+                return Err(Rejection::QuotaExceeded {
+                    resource: "claims".into(),
+                    limit: max,
+                });
+            }
+            if let Some(max) = quota.state_bytes
+                && bytes > 0
+                && usage.state_bytes().saturating_add(bytes as u64) > max
+            {
+                return Err(Rejection::QuotaExceeded {
+                    resource: "state_bytes".into(),
+                    limit: max,
+                });
+            }
+        }
         if quota.keys.is_none() && quota.key_bytes.is_none() {
             return Ok(());
         }
@@ -162,6 +252,45 @@ impl StateMachine {
             });
         }
         Ok(())
+    }
+
+    /// How many claims and claim bytes a command may add: one claim (owner and value) for
+    /// an acquire or a campaign that its lease does not already hold or wait for, the
+    /// growth of the value for a proclaim.
+    fn claim_growth(&self, command: &Command) -> (u64, i64) {
+        let new_claim = |id: ResourceId, lease: LeaseId, owner: &str, value_len: usize| {
+            let exists = self
+                .leases
+                .get(&lease)
+                .is_some_and(|l| l.claims.contains(&crate::lease::ClaimRef::new(&id, owner)));
+            if exists {
+                (0, 0)
+            } else {
+                (1, claim_bytes(owner, value_len) as i64)
+            }
+        };
+        match command {
+            Command::LockAcquire(c) => {
+                new_claim(ResourceId::lock(c.name.as_str()), c.lease, &c.owner, 0)
+            }
+            Command::SemaphoreAcquire(c) => {
+                new_claim(ResourceId::semaphore(c.name.as_str()), c.lease, &c.owner, 0)
+            }
+            Command::Campaign(c) => new_claim(
+                ResourceId::election(c.name.as_str()),
+                c.lease,
+                "",
+                c.value.len(),
+            ),
+            Command::Proclaim(c) => {
+                let old = self
+                    .election_leader(&c.name)
+                    .filter(|l| l.lease == c.lease)
+                    .map_or(0, |l| l.value.len());
+                (0, c.value.len() as i64 - old as i64)
+            }
+            _ => (0, 0),
+        }
     }
 
     /// How many keys and bytes a command may add to `principal`'s usage: exact for single
@@ -290,6 +419,7 @@ mod tests {
             leases: Some(1),
             keys: Some(2),
             key_bytes: Some(10),
+            ..Quota::default()
         };
         let a = caller("a", quota);
         let lease = lease_of(&mut sm, &a);
@@ -357,6 +487,100 @@ mod tests {
         as_caller(&mut sm, &a, Command::LeaseRevoke(LeaseRevoke { lease }));
         assert_eq!(sm.usage("a").leases, 0);
         lease_of(&mut sm, &a);
+        sm.check_invariants();
+    }
+
+    #[test]
+    fn holds_queue_places_owner_strings_and_election_values_count_against_quotas() {
+        let mut sm = StateMachine::default();
+        let quota = Quota {
+            claims: Some(2),
+            state_bytes: Some(24),
+            ..Quota::default()
+        };
+        let a = caller("a", quota);
+        let lease = lease_of(&mut sm, &a);
+        let other = lease_of(&mut sm, &caller("b", Quota::default()));
+        let acquire = |name: &str, lease: LeaseId, owner: &str, wait_ms: u64| {
+            Command::LockAcquire(LockAcquire {
+                name: name.into(),
+                lease,
+                owner: owner.into(),
+                mode: Mode::Exclusive,
+                wait_ms,
+                lock_delay_ms: 0,
+            })
+        };
+        // A hold (owner "w1": 2 bytes) and a queue place behind b's hold (owner "w2").
+        assert!(matches!(
+            as_caller(&mut sm, &a, acquire("L1", lease, "w1", 0)),
+            Response::Granted(_)
+        ));
+        let b = caller("b", Quota::default());
+        assert!(matches!(
+            as_caller(&mut sm, &b, acquire("L2", other, "x", 0)),
+            Response::Granted(_)
+        ));
+        assert!(matches!(
+            as_caller(&mut sm, &a, acquire("L2", lease, "w2", 60_000)),
+            Response::Queued { .. }
+        ));
+        assert_eq!((sm.usage("a").claims, sm.usage("a").claim_bytes), (2, 4));
+        // Re-entry adds no claim; a third claim is over the quota and changes nothing.
+        assert!(matches!(
+            as_caller(&mut sm, &a, acquire("L1", lease, "w1", 0)),
+            Response::Granted(_)
+        ));
+        let before = sm.clone();
+        let refused = as_caller(&mut sm, &a, acquire("L3", lease, "w3", 0));
+        assert!(
+            matches!(refused, Response::Rejected(Rejection::QuotaExceeded { ref resource, .. }) if resource == "claims"),
+            "{refused:?}"
+        );
+        assert_eq!(sm, before);
+        // Releasing gives the claim back; an election value counts its bytes.
+        as_caller(
+            &mut sm,
+            &a,
+            Command::LockRelease(Release {
+                name: "L1".into(),
+                lease,
+                owner: "w1".into(),
+                fence: None,
+            }),
+        );
+        as_caller(
+            &mut sm,
+            &a,
+            Command::LockRelease(Release {
+                name: "L1".into(),
+                lease,
+                owner: "w1".into(),
+                fence: None,
+            }),
+        );
+        assert_eq!(sm.usage("a").claims, 1);
+        let campaign = |value: &str| {
+            Command::Campaign(Campaign {
+                name: "E".into(),
+                lease,
+                value: value.into(),
+                wait_ms: 0,
+            })
+        };
+        let big = as_caller(&mut sm, &a, campaign(&"v".repeat(30)));
+        assert!(
+            matches!(big, Response::Rejected(Rejection::QuotaExceeded { ref resource, .. }) if resource == "state_bytes"),
+            "{big:?}"
+        );
+        assert!(matches!(
+            as_caller(&mut sm, &a, campaign("v10")),
+            Response::Granted(_)
+        ));
+        assert_eq!(sm.usage("a").claim_bytes, 2 + 3);
+        // The lease's end gives everything back.
+        as_caller(&mut sm, &a, Command::LeaseRevoke(LeaseRevoke { lease }));
+        assert_eq!(sm.usage("a"), Usage::default());
         sm.check_invariants();
     }
 }

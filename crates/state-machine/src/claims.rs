@@ -86,7 +86,7 @@ impl StateMachine {
             |res| res.insert_holder(claimant.clone(), holder),
         );
         self.tallies.holders[slot(id.kind)] += 1;
-        self.link_claim(&id, &claimant);
+        self.link_claim(&id, &claimant, req.value.as_ref().map_or(0, String::len));
         ctx.emit(EventKind::Granted {
             resource: id.clone(),
             lease: claimant.lease,
@@ -118,6 +118,7 @@ impl StateMachine {
         };
         let enqueued = ctx.revision;
         let claimant = req.claimant;
+        let value_len = req.value.as_ref().map_or(0, String::len);
         let position = res.enqueue(
             enqueued,
             Waiter {
@@ -129,7 +130,7 @@ impl StateMachine {
             },
         );
         self.tallies.waiters[slot(id.kind)] += 1;
-        self.link_claim(&id, &claimant);
+        self.link_claim(&id, &claimant, value_len);
         ctx.emit(EventKind::Queued {
             resource: id,
             lease: claimant.lease,
@@ -270,9 +271,11 @@ impl StateMachine {
         &mut self,
         ctx: &mut Ctx,
         lease: LeaseId,
+        principal: Option<&str>,
         claims: Vec<ClaimRef>,
         end: LeaseEnd,
     ) -> (u64, u64) {
+        let mut charged = 0;
         let (release_reason, cancel_reason) = match end {
             LeaseEnd::Revoked => (ReleaseReason::LeaseRevoked, CancelReason::LeaseRevoked),
             LeaseEnd::Expired => (ReleaseReason::LeaseExpired, CancelReason::LeaseExpired),
@@ -288,6 +291,11 @@ impl StateMachine {
                 .is_some_and(|r| r.holders.contains_key(&claimant));
             if held {
                 let holder = self.drop_holder(ctx, &resource, &claimant, release_reason);
+                let value_len = holder
+                    .as_ref()
+                    .and_then(|h| h.value.as_ref())
+                    .map_or(0, |v| v.len());
+                charged += crate::caller::claim_bytes(&claimant.owner, value_len);
                 if end == LeaseEnd::Expired {
                     self.start_delay(
                         ctx,
@@ -297,7 +305,10 @@ impl StateMachine {
                 }
                 holds += 1;
             } else {
-                self.drop_waiter(ctx, &resource, &claimant, cancel_reason);
+                let value_len = self
+                    .drop_waiter(ctx, &resource, &claimant, cancel_reason)
+                    .unwrap_or(0);
+                charged += crate::caller::claim_bytes(&claimant.owner, value_len);
                 waits += 1;
             }
             match touched.last_mut() {
@@ -308,6 +319,7 @@ impl StateMachine {
         for (resource, holder_removed) in touched {
             self.settle(ctx, &resource, holder_removed);
         }
+        self.charge_claims(principal, holds + waits, charged, false);
         (holds, waits)
     }
 
@@ -371,7 +383,7 @@ impl StateMachine {
     ) -> Option<Holder> {
         let holder = self.resources.get_mut(id)?.remove_holder(claimant)?;
         self.tallies.holders[slot(id.kind)] -= 1;
-        self.unlink_claim(id, claimant);
+        self.unlink_claim(id, claimant, holder.value.as_ref().map_or(0, |v| v.len()));
         ctx.emit(EventKind::Released {
             resource: id.clone(),
             lease: claimant.lease,
@@ -388,13 +400,14 @@ impl StateMachine {
         id: &ResourceId,
         claimant: &Claimant,
         reason: CancelReason,
-    ) {
-        let Some((enqueued, _)) = self.resources.get_mut(id).and_then(|r| r.dequeue(claimant))
-        else {
-            return;
-        };
+    ) -> Option<usize> {
+        let (enqueued, waiter) = self
+            .resources
+            .get_mut(id)
+            .and_then(|r| r.dequeue(claimant))?;
         self.tallies.waiters[slot(id.kind)] -= 1;
-        self.unlink_claim(id, claimant);
+        let value_len = waiter.value.as_ref().map_or(0, String::len);
+        self.unlink_claim(id, claimant, value_len);
         ctx.emit(EventKind::Cancelled {
             resource: id.clone(),
             lease: claimant.lease,
@@ -402,6 +415,7 @@ impl StateMachine {
             enqueued,
             reason,
         });
+        Some(value_len)
     }
 
     /// Starts (or extends) a lock-delay after a holder with `delay_ms > 0` was lost.
@@ -442,16 +456,25 @@ impl StateMachine {
         });
     }
 
-    fn link_claim(&mut self, id: &ResourceId, claimant: &Claimant) {
+    /// Links a new claim to its lease and charges it to the lease's principal.
+    fn link_claim(&mut self, id: &ResourceId, claimant: &Claimant, value_len: usize) {
         if let Some(lease) = self.leases.get_mut(&claimant.lease) {
             lease.claims.insert(ClaimRef::new(id, &claimant.owner));
+            let owner = lease.owner.as_deref().map(str::to_owned);
+            let bytes = crate::caller::claim_bytes(&claimant.owner, value_len);
+            self.charge_claims(owner.as_deref(), 1, bytes, true);
         }
     }
 
-    fn unlink_claim(&mut self, id: &ResourceId, claimant: &Claimant) {
+    /// Unlinks a claim that ended and gives its charge back. Lease end takes the whole set
+    /// first, with the lease already gone: then there is nothing to unlink here, and
+    /// [`end_claims_of`](Self::end_claims_of) gives the charge back for all of them.
+    fn unlink_claim(&mut self, id: &ResourceId, claimant: &Claimant, value_len: usize) {
         if let Some(lease) = self.leases.get_mut(&claimant.lease) {
-            // Lease end takes the whole set first; then there is nothing to unlink.
             lease.claims.remove(&ClaimRef::new(id, &claimant.owner));
+            let owner = lease.owner.as_deref().map(str::to_owned);
+            let bytes = crate::caller::claim_bytes(&claimant.owner, value_len);
+            self.charge_claims(owner.as_deref(), 1, bytes, false);
         }
     }
 

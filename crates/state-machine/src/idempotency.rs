@@ -76,10 +76,11 @@ impl IdempotencyTable {
         }
     }
 
-    /// Forgets an entry owned by a lease that ended.
-    pub(crate) fn remove_owned(&mut self, key: &str) {
+    /// Forgets an entry owned by a lease that ended; its bytes.
+    pub(crate) fn remove_owned(&mut self, key: &str) -> usize {
         let removed = self.entries.remove(key);
-        debug_assert!(removed.is_some_and(|e| e.owner.is_some()));
+        debug_assert!(removed.as_ref().is_some_and(|e| e.owner.is_some()));
+        removed.map_or(0, |e| e.bytes)
     }
 
     /// Drops the oldest unowned entries beyond the bounds.
@@ -107,7 +108,7 @@ impl IdempotencyTable {
 }
 
 /// Approximate bytes of an entry, deterministic on every node.
-fn approx_bytes(key: &str, fingerprint: &str, response: &Response) -> usize {
+pub(crate) fn approx_bytes(key: &str, fingerprint: &str, response: &Response) -> usize {
     const ENTRY_OVERHEAD_BYTES: usize = 96;
     let payload = bincode::serialized_size(response).unwrap_or(0) as usize;
     ENTRY_OVERHEAD_BYTES + key.len() + fingerprint.len() + payload

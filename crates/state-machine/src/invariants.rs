@@ -51,9 +51,37 @@ impl StateMachine {
                 u.key_bytes += crate::caller::key_bytes(key, &r.value);
             }
         }
+        let principal =
+            |lease: &crate::LeaseId| self.leases.get(lease).and_then(|l| l.owner.clone());
+        for (_, res) in self.resources.iter() {
+            let holders = res
+                .holders
+                .iter()
+                .map(|(c, h)| (c, h.value.as_ref().map_or(0, |v| v.len())));
+            let waiters = res
+                .queue()
+                .values()
+                .map(|w| (&w.claimant, w.value.as_ref().map_or(0, String::len)));
+            for (claimant, value_len) in holders.chain(waiters) {
+                if let Some(owner) = principal(&claimant.lease) {
+                    let u = usage.entry(owner.to_string()).or_default();
+                    u.claims += 1;
+                    u.claim_bytes += crate::caller::claim_bytes(&claimant.owner, value_len);
+                }
+            }
+        }
+        for lease in self.leases.values() {
+            if let Some(owner) = &lease.owner {
+                for key in lease.idempotency().values() {
+                    let bytes = self.idempotency.get(key).map_or(0, |e| e.bytes);
+                    usage.entry(owner.to_string()).or_default().outcome_bytes += bytes as u64;
+                }
+            }
+        }
+        usage.retain(|_, u| *u != crate::caller::Usage::default());
         ensure!(
             usage == self.usage,
-            "usage {:?} is not what leases and keys add up to {usage:?}",
+            "usage {:?} is not what leases, keys, claims and outcomes add up to {usage:?}",
             self.usage
         );
         Ok(())

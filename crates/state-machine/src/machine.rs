@@ -118,6 +118,7 @@ impl StateMachine {
                 replayed: false,
             };
         }
+        let state_bytes_max = caller.as_ref().and_then(|c| c.quota.state_bytes);
         let mut fingerprint = None;
         // A key is scoped to the lease the command acts for: two clients can never see
         // each other's outcomes, whatever keys they pick (spec §2).
@@ -143,12 +144,16 @@ impl StateMachine {
             self.events.append(&ctx.events, self.revision, &self.bounds);
             self.idempotency.prune(self.revision, &self.bounds);
         }
-        if let (Some(key), Some(fingerprint)) = (idempotency_key, fingerprint) {
+        // A failed compare-and-set changed nothing and carries the key's current value (up
+        // to 1 MiB): it is not remembered, so retries cannot pile up copies. A retry is
+        // evaluated anew, as if only it had been sent.
+        let remembered = !matches!(response, Response::Rejected(Rejection::CasFailed { .. }));
+        if let (Some(key), Some(fingerprint), true) = (idempotency_key, fingerprint, remembered) {
             let owner = match &response {
                 Response::LeaseGranted { lease, .. } => Some(*lease),
                 _ => named_lease.filter(|l| self.leases.contains_key(l)),
             };
-            self.remember(key, fingerprint, response.clone(), owner);
+            self.remember(key, fingerprint, response.clone(), owner, state_bytes_max);
         }
         if cfg!(debug_assertions) {
             self.check_invariants();
@@ -178,20 +183,42 @@ impl StateMachine {
         }
     }
 
+    /// Remembers a first outcome: under its lease (kept while the lease lives, up to
+    /// `idempotency_per_lease_max` of them, each at most `OWNED_OUTCOME_BYTES_MAX` and all
+    /// of them charged to the lease's principal within its `state_bytes` quota), else in
+    /// the shared window (bounded in entries, bytes and revisions).
     fn remember(
         &mut self,
         key: String,
         fingerprint: String,
         response: Response,
         owner: Option<LeaseId>,
+        state_bytes_max: Option<u64>,
     ) {
+        let bytes = crate::idempotency::approx_bytes(&key, &fingerprint, &response);
+        let principal = owner.and_then(|l| self.lease_principal(l));
+        let affordable = bytes <= crate::caller::OWNED_OUTCOME_BYTES_MAX
+            && principal.as_deref().is_none_or(|p| {
+                state_bytes_max.is_none_or(|max| {
+                    self.usage(p).state_bytes().saturating_add(bytes as u64) <= max
+                })
+            });
+        let owner = owner.filter(|_| affordable);
         let seq = self
             .idempotency
             .insert(key.clone(), self.revision, fingerprint, response, owner);
         if let Some(lease) = owner.and_then(|l| self.leases.get_mut(&l)) {
             let max = self.bounds.idempotency_per_lease_max;
-            if let Some(shed) = lease.own_outcome(seq, key, max) {
+            let shed = lease.own_outcome(seq, key, max);
+            if let Some(p) = &principal {
+                self.charge_outcome(p, bytes as u64, true);
+            }
+            if let Some(shed) = shed {
+                let shed_bytes = self.idempotency.get(&shed).map_or(0, |e| e.bytes);
                 self.idempotency.disown(&shed);
+                if let Some(p) = &principal {
+                    self.charge_outcome(p, shed_bytes as u64, false);
+                }
             }
         }
         self.idempotency.prune(self.revision, &self.bounds);

@@ -8,7 +8,7 @@ use bincode::Options;
 use serde::{Deserialize, Serialize};
 
 /// The snapshot format this build writes and reads.
-pub const SNAPSHOT_FORMAT_VERSION: u32 = 2;
+pub const SNAPSHOT_FORMAT_VERSION: u32 = 3;
 
 /// Written before the state; restore refuses a snapshot whose header disagrees with it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

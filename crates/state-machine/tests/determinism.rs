@@ -119,6 +119,8 @@ fn command(rng: &mut XorShift, grants: &mut u64) -> Proposal {
                     leases: Some(1_000),
                     keys: Some(30),
                     key_bytes: Some(2_000),
+                    claims: Some(40),
+                    state_bytes: Some(20_000),
                 },
             }
         }),

@@ -95,8 +95,13 @@ impl Proclaim {
         if self.fence.is_some_and(|f| f != holder.fence) {
             return Rejection::NotHolder { current_fence }.into();
         }
+        let old_len = holder.value.as_ref().map_or(0, |v| v.len());
+        let new_len = self.value.len();
         holder.value = Some(self.value.into_boxed_str());
         let fence = holder.fence;
+        let owner = sm.lease_principal(self.lease);
+        sm.charge_claims(owner.as_deref(), 0, old_len as u64, false);
+        sm.charge_claims(owner.as_deref(), 0, new_len as u64, true);
         sm.emit_leader(ctx, &id);
         Response::Proclaimed { fence }
     }

@@ -124,11 +124,16 @@ fn end_lease(sm: &mut StateMachine, ctx: &mut Ctx, id: LeaseId, end: LeaseEnd) -
     let (holds_released, waits_cancelled) = sm.end_claims_of(
         ctx,
         id,
+        lease.owner.as_deref(),
         std::mem::take(&mut lease.claims).into_sorted_vec(),
         end,
     );
+    let mut outcome_bytes = 0;
     for key in lease.idempotency().values() {
-        sm.idempotency.remove_owned(key);
+        outcome_bytes += sm.idempotency.remove_owned(key) as u64;
+    }
+    if let Some(owner) = &lease.owner {
+        sm.charge_outcome(owner, outcome_bytes, false);
     }
     Response::LeaseEnded {
         lease: id,

@@ -125,6 +125,27 @@ impl Txn {
                 limits.check_value("compare.value", v)?;
             }
         }
+        // The values a transaction may read are bounded as a whole, not per range: a branch
+        // of 128 ranges of the largest limit would otherwise ask every node for a result of
+        // a million values.
+        for branch in [&self.success, &self.failure] {
+            let values: usize = branch
+                .iter()
+                .map(|op| match op {
+                    TxnOp::Range { limit, .. } => *limit,
+                    _ => 0,
+                })
+                .sum();
+            if values > limits.range_limit_max {
+                return Err(Error::invalid(
+                    "txn",
+                    format!(
+                        "the ranges of one branch ask for {values} values, over {}",
+                        limits.range_limit_max
+                    ),
+                ));
+            }
+        }
         for op in self.success.iter().chain(&self.failure) {
             match op {
                 TxnOp::Put { key, value, .. } => {
@@ -157,12 +178,21 @@ impl Txn {
         if let Some(lease) = missing {
             return Rejection::LeaseNotFound { lease }.into();
         }
-        let results = ops.into_iter().map(|op| run(sm, ctx, op)).collect();
+        let mut budget = TXN_RESULT_BYTES_MAX;
+        let results = ops
+            .into_iter()
+            .map(|op| run(sm, ctx, op, &mut budget))
+            .collect();
         Response::Txn { succeeded, results }
     }
 }
 
-fn run(sm: &mut StateMachine, ctx: &mut Ctx, op: TxnOp) -> TxnResult {
+/// Bytes (keys and values) that the ranges of one transaction return at most; a range
+/// that reaches it stops with `more: true`. The same state gives the same cut on every
+/// node, so the result stays deterministic.
+pub const TXN_RESULT_BYTES_MAX: usize = 4 << 20;
+
+fn run(sm: &mut StateMachine, ctx: &mut Ctx, op: TxnOp, budget: &mut usize) -> TxnResult {
     match op {
         TxnOp::Put { key, value, lease } => {
             let (_, version) = sm.put_key(ctx, key.clone(), value, lease);
@@ -179,7 +209,17 @@ fn run(sm: &mut StateMachine, ctx: &mut Ctx, op: TxnOp) -> TxnResult {
             TxnResult::Deleted { deleted }
         }
         TxnOp::Range { prefix, limit } => {
-            let (kvs, more) = sm.keys.range(&prefix, limit, |_| true);
+            let mut kvs = Vec::new();
+            let mut more = false;
+            for (key, record) in sm.keys.prefix_iter(&prefix) {
+                let bytes = key.len() + record.value.len();
+                if kvs.len() >= limit || bytes > *budget {
+                    more = true;
+                    break;
+                }
+                *budget -= bytes;
+                kvs.push(record.to_key_value(key));
+            }
             TxnResult::Range { kvs, more }
         }
     }
@@ -345,5 +385,65 @@ mod tests {
             Response::Rejected(Rejection::LeaseNotFound { lease: LeaseId(3) })
         );
         assert_eq!(sm, before);
+    }
+
+    #[test]
+    fn a_transactions_reads_are_bounded_in_values_before_the_log_and_in_bytes_in_apply() {
+        let limits = Limits::default();
+        let range = |limit: usize| TxnOp::Range {
+            prefix: "".into(),
+            limit,
+        };
+        let Command::Txn(two) = txn(vec![], vec![range(6_000), range(6_000)], vec![]) else {
+            unreachable!()
+        };
+        let e = two.validate(&limits).unwrap_err().to_string();
+        assert!(e.contains("12000 values"), "{e}");
+        let Command::Txn(fits) = txn(vec![], vec![range(5_000)], vec![range(10_000)]) else {
+            unreachable!()
+        };
+        fits.validate(&limits).unwrap();
+        // Ten values of 1 MiB: the ranges together stop at the byte budget, with `more`.
+        let mut sm = StateMachine::default();
+        for i in 0..10 {
+            put(&mut sm, &format!("big/{i}"), &"v".repeat(1 << 20), None);
+        }
+        let applied = sm.apply_command(txn(vec![], vec![range(10), range(10)], vec![]));
+        let Response::Txn { results, .. } = applied.response else {
+            panic!("{:?}", applied.response)
+        };
+        let read: Vec<(usize, bool)> = results
+            .iter()
+            .map(|r| match r {
+                TxnResult::Range { kvs, more } => (kvs.len(), *more),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(read, [(3, true), (0, true)]);
+    }
+
+    #[test]
+    fn a_failed_compare_and_set_is_not_remembered_under_its_key() {
+        let mut sm = StateMachine::default();
+        put(&mut sm, "k", &"v".repeat(1 << 20), None);
+        let before = sm.idempotency.entries.len();
+        for attempt in 0..3 {
+            let applied = sm.apply(Proposal {
+                idempotency_key: Some("retry".to_owned()),
+                command: Command::Put(Put {
+                    key: "k".into(),
+                    value: "new".into(),
+                    lease: None,
+                    prev_revision: Some(Revision(999)),
+                }),
+                caller: None,
+            });
+            assert!(
+                matches!(applied.response, Response::Rejected(Rejection::CasFailed { .. })),
+                "attempt {attempt}: {:?}",
+                applied.response
+            );
+        }
+        assert_eq!(sm.idempotency.entries.len(), before, "no copy of the value was kept");
     }
 }
