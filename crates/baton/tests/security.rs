@@ -17,6 +17,7 @@ use tokio::net::TcpStream;
 const ORDERS: &str = "orders-token-of-the-security-tests";
 const BILLING: &str = "billing-token-of-the-security-tests";
 const OPS: &str = "ops-token-of-the-security-tests";
+const SMALL: &str = "small-token-of-the-security-tests";
 
 fn hash(token: &str) -> String {
     baton_http_api::auth::token_hash(token)
@@ -48,10 +49,17 @@ rules = [
 name = "ops"
 token_sha256 = "{}"
 admin = true
+
+[[principal]]
+name = "small"
+token_sha256 = "{}"
+rules = [{{ namespace = "*", prefix = "small/", access = "write" }}]
+quota = {{ claims = 2, state_bytes = 64 }}
 "#,
         hash(ORDERS),
         hash(BILLING),
-        hash(OPS)
+        hash(OPS),
+        hash(SMALL)
     );
     let path = dir.join("auth.toml");
     std::fs::write(&path, text).unwrap();
@@ -807,4 +815,65 @@ impl QueueAs for Cluster {
         let (_, state) = call(self, token, Method::GET, &format!("/v1/locks/{name}"), None).await;
         state["queue"].as_array().cloned().unwrap_or_default()
     }
+}
+
+/// Finding 5: quotas counted leases and keys only, so a principal could hold or queue for
+/// any number of locks and store owner strings and election values without bound. Now
+/// holds, queue places (those a 202 keeps included), owner strings and election values
+/// are counted too: over the quota is 429 `quota_exceeded` and nothing changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quotas_count_holds_queue_places_owner_strings_and_election_values() {
+    let peer = format!("127.0.0.1:{}", free_port());
+    let c = auth_node(&peer).await;
+    let (status, body) = call(
+        &c,
+        SMALL,
+        Method::POST,
+        "/v1/leases",
+        Some(json!({"ttl_ms": 60_000})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let lease = body["lease_id"].as_u64().unwrap();
+    let acquire = async |name: &str, owner: &str| {
+        let path = format!("/v1/locks/small%2F{name}/acquire");
+        let body = json!({"lease_id": lease, "owner": owner});
+        call(&c, SMALL, Method::POST, &path, Some(body)).await
+    };
+    assert_eq!(acquire("a", "w").await.0, 200);
+    // An owner string over the bytes left is refused, and so is a third claim.
+    let (_, cluster) = call(&c, OPS, Method::GET, "/v1/cluster", None).await;
+    let before = cluster["revision"].as_u64().unwrap();
+    let (status, body) = acquire("b", &"o".repeat(100)).await;
+    assert_eq!(
+        (status, &body["error"]["resource"]),
+        (429, &json!("state_bytes")),
+        "{body}"
+    );
+    assert_eq!(acquire("b", "w").await.0, 200);
+    let (status, body) = acquire("c", "w").await;
+    assert_eq!(
+        (status, &body["error"]["resource"]),
+        (429, &json!("claims")),
+        "{body}"
+    );
+    let (status, body) = call(
+        &c,
+        SMALL,
+        Method::POST,
+        "/v1/elections/small%2Fe/campaign",
+        Some(json!({"lease_id": lease, "value": "v"})),
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error"]["resource"]),
+        (429, &json!("claims")),
+        "{body}"
+    );
+    let (_, cluster) = call(&c, OPS, Method::GET, "/v1/cluster", None).await;
+    assert_eq!(
+        cluster["revision"].as_u64().unwrap(),
+        before + 1,
+        "only the one grant"
+    );
 }

@@ -439,11 +439,18 @@ mod tests {
                 caller: None,
             });
             assert!(
-                matches!(applied.response, Response::Rejected(Rejection::CasFailed { .. })),
+                matches!(
+                    applied.response,
+                    Response::Rejected(Rejection::CasFailed { .. })
+                ),
                 "attempt {attempt}: {:?}",
                 applied.response
             );
         }
-        assert_eq!(sm.idempotency.entries.len(), before, "no copy of the value was kept");
+        assert_eq!(
+            sm.idempotency.entries.len(),
+            before,
+            "no copy of the value was kept"
+        );
     }
 }
