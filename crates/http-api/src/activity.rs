@@ -502,4 +502,52 @@ mod tests {
         assert_eq!(t.clock.len(), CLOCK_REVISIONS_MAX);
         assert!(t.resources.values().all(|r| r.samples.len() <= SAMPLES_MAX));
     }
+
+    #[test]
+    fn the_apply_path_never_waits_for_a_reader_and_the_reader_sees_what_it_missed() {
+        let a = std::sync::Arc::new(Activity::default());
+        let t0 = Instant::now();
+        let reader = a.tables.lock().unwrap();
+        // A reader holds the tables (a scrape): the apply path records without waiting.
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let writer = {
+            let a = a.clone();
+            std::thread::spawn(move || {
+                a.record(&[granted(1, None)], t0);
+                a.record(&[granted(2, None)], t0);
+                done_tx.send(()).unwrap();
+            })
+        };
+        done_rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the apply path waited for the reader");
+        drop(reader);
+        writer.join().unwrap();
+        let stats = a.stats(None, "", |_, _| true);
+        assert_eq!(
+            stats[0].grants, 2,
+            "the batches set aside are recorded first"
+        );
+    }
+
+    #[test]
+    fn samples_are_bounded_over_all_resources() {
+        let a = Activity::default();
+        let t0 = Instant::now();
+        let mut events = Vec::new();
+        for r in 0..(SAMPLES_TOTAL_MAX as u64 / 1_000 + 50) {
+            for i in 0..1_000 {
+                let mut e = granted(r * 1_000 + i + 1, None);
+                if let EventKind::Granted { resource, .. } = &mut e.kind {
+                    *resource = ResourceId::lock(format!("l{r}"));
+                }
+                events.push(e);
+            }
+        }
+        a.record(&events, t0);
+        let t = a.tables();
+        let total: usize = t.resources.values().map(|r| r.samples.len()).sum();
+        assert_eq!(total, t.samples_total);
+        assert!(total <= SAMPLES_TOTAL_MAX, "{total}");
+    }
 }

@@ -266,8 +266,9 @@ pub(crate) fn skeleton() -> Value {
     })
 }
 
-/// The document of a node enforcing `limits` and refusing bodies over `body_bytes_max`.
-pub fn document(limits: &NodeLimits, body_bytes_max: usize) -> Value {
+/// The document of a node enforcing `limits` and refusing bodies over `body_bytes_max`;
+/// with `auth`, every operation but the open ones requires the bearer token.
+pub fn document(limits: &NodeLimits, body_bytes_max: usize, auth: bool) -> Value {
     let mut doc = skeleton();
     fill_limits(&mut doc, limits, body_bytes_max);
     tighten_compare(&mut doc, limits);
@@ -275,7 +276,84 @@ pub fn document(limits: &NodeLimits, body_bytes_max: usize) -> Value {
     bound_unsigned(&mut doc);
     add_auth_responses(&mut doc);
     add_edge_responses(&mut doc);
+    describe_watch_events(&mut doc);
+    if auth {
+        require_token(&mut doc);
+    }
     doc
+}
+
+/// Paths that answer without a token even with `--auth` (`auth::open_path`).
+const OPEN_PATHS: [&str; 4] = ["/", "/ui", "/healthz", "/readyz"];
+
+/// Declares the bearer token as required everywhere but on the open paths.
+fn require_token(doc: &mut Value) {
+    if let Value::Object(root) = doc {
+        root.insert("security".into(), json!([{"bearer": []}]));
+    }
+    if let Some(Value::Object(paths)) = doc.get_mut("paths") {
+        for (path, item) in paths.iter_mut() {
+            if !(OPEN_PATHS.contains(&path.as_str()) || path.starts_with("/ui/")) {
+                continue;
+            }
+            if let Value::Object(operations) = item {
+                for operation in operations.values_mut() {
+                    if let Value::Object(op) = operation {
+                        op.insert("security".into(), json!([]));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Every `type` of a watch's events (`baton_wire::Event::type_name`), and the stream's
+/// own `progress` and `error`.
+pub(crate) fn watch_event_names() -> Vec<String> {
+    let mut names: Vec<String> = ["key_put", "key_deleted", "election_leader"]
+        .into_iter()
+        .chain(["lease_granted", "lease_revoked", "lease_expired"])
+        .chain(["progress", "error"])
+        .map(str::to_owned)
+        .collect();
+    for kind in ["lock", "semaphore", "election"] {
+        for change in [
+            "queued",
+            "granted",
+            "count_changed",
+            "released",
+            "expired",
+            "force_released",
+            "cancelled",
+            "timed_out",
+            "delay_started",
+            "delay_ended",
+        ] {
+            names.push(format!("{kind}_{change}"));
+        }
+    }
+    names
+}
+
+/// The watch's 200 is a stream of events: each one (as a Server-Sent Events client parses
+/// it: `event`, `id`, `data`) is described, so that a checker validates every event.
+fn describe_watch_events(doc: &mut Value) {
+    let event = json!({
+        "type": "object",
+        "description": "One Server-Sent Event: `event` is its type, `id` the revision (absent on `error`), `data` one line of JSON: a watch event (`{revision, type, ...}`), a `progress` (`{revision}`: everything up to it was delivered) or an `error` (an `ErrorBody`; it ends the stream)",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"type": "string", "enum": watch_event_names()},
+            "id": {"type": "string", "pattern": "^[0-9]+$"},
+            "data": {"type": "string", "minLength": 2, "contentMediaType": "application/json"},
+            "retry": {"type": "integer", "minimum": 0}
+        }
+    });
+    if let Some(Value::Object(content)) =
+        doc.pointer_mut("/paths/~1v1~1watch/get/responses/200/content/text~1event-stream")
+    {
+        content.insert("schema".into(), event);
+    }
 }
 
 /// Every operation can answer 403 for a `Host` this node does not serve or another site's
@@ -685,7 +763,7 @@ mod tests {
             name_bytes_max: 77,
             ..NodeLimits::default()
         };
-        let doc = document(&limits, 999);
+        let doc = document(&limits, 999, false);
         let wait = &doc["components"]["schemas"]["AcquireRequest"]["properties"]["wait_ms"];
         assert_eq!(wait["maximum"], 1_234);
         let params = &doc["paths"]["/v1/locks/{name}/acquire"]["post"]["parameters"];

@@ -310,6 +310,8 @@ pub enum EventFilter {
     Resource(ResourceId),
     /// Events of a lease and of everything it owns.
     Lease(LeaseId),
+    /// Events that pass every one of these filters (a watch that names several).
+    AllOf(Vec<EventFilter>),
 }
 
 impl EventFilter {
@@ -326,6 +328,7 @@ impl EventFilter {
                 _ => event.resource() == Some(id),
             },
             EventFilter::Lease(lease) => event.lease() == Some(*lease),
+            EventFilter::AllOf(filters) => filters.iter().all(|f| f.matches(event)),
         }
     }
 }
@@ -461,6 +464,21 @@ mod tests {
             .unwrap();
         let names: Vec<String> = after.iter().map(|e| e.kind.name()).collect();
         assert_eq!(names, ["lease_revoked", "key_deleted", "lock_released"]);
+        // Several filters combine: the lease's events on lock L only.
+        let both = EventFilter::AllOf(vec![
+            EventFilter::Lease(a),
+            EventFilter::Resource(ResourceId::lock("L")),
+        ]);
+        let names: Vec<String> = sm
+            .events_since(Revision(1), &both, 100)
+            .unwrap()
+            .iter()
+            .map(|e| e.kind.name())
+            .collect();
+        assert!(
+            !names.is_empty() && names.iter().all(|n| n.starts_with("lock_")),
+            "{names:?}"
+        );
     }
 
     #[test]

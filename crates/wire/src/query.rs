@@ -146,7 +146,8 @@ pub struct DeletePrefixParams {
     pub prefix: String,
 }
 
-/// `GET /v1/watch`: at most one filter, and where to start.
+/// `GET /v1/watch`: filters, and where to start. Several filters combine: an event is
+/// delivered when it passes every one of them (none: every event).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]

@@ -71,5 +71,6 @@ pub(crate) async fn openapi(State(state): State<AppState>) -> Json<serde_json::V
     Json(crate::openapi::document(
         state.limits(),
         state.config.body_bytes_max,
+        state.auth.is_some(),
     ))
 }

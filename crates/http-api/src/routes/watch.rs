@@ -50,13 +50,12 @@ fn filter(state: &AppState, p: &WatchParams) -> ApiResult<EventFilter> {
     if let Some(l) = p.lease {
         filters.push(EventFilter::Lease(LeaseId(l)));
     }
-    match filters.len() {
-        0 => Ok(EventFilter::All),
-        1 => Ok(filters.remove(0)),
-        _ => Err(ApiError::bad_request(
-            "give at most one of key, prefix, lock, semaphore, election, lease",
-        )),
-    }
+    // Several filters combine: an event is delivered when it passes all of them.
+    Ok(match filters.len() {
+        0 => EventFilter::All,
+        1 => filters.remove(0),
+        _ => EventFilter::AllOf(filters),
+    })
 }
 
 /// A watch needs `read` on `watches` for what it names (everything: the empty prefix); a
@@ -64,6 +63,7 @@ fn filter(state: &AppState, p: &WatchParams) -> ApiResult<EventFilter> {
 fn permit(state: &AppState, authz: &Authz, filter: &EventFilter) -> ApiResult<()> {
     let ns = Namespace::Watches;
     match filter {
+        EventFilter::AllOf(filters) => filters.iter().try_for_each(|f| permit(state, authz, f)),
         EventFilter::All => authz.allow(ns, "", Access::Read),
         EventFilter::Key(k) | EventFilter::Prefix(k) => authz.allow(ns, k, Access::Read),
         EventFilter::Resource(r) => authz.allow(ns, &r.name, Access::Read),
