@@ -15,7 +15,7 @@ body = json.dumps({"value": "x" * 64}).encode()
 
 
 def put(i):
-    head = (f"PUT /v1/kv/{prefix}{i} HTTP/1.1\r\nHost: baton\r\n"
+    head = (f"PUT /v1/kv/{prefix}{i} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
     sock.sendall(head.encode() + body)
     buf = b""

@@ -34,6 +34,7 @@ token_sha256 = "{}"
 rules = [
   {{ namespace = "locks", prefix = "orders/", access = "write" }},
   {{ namespace = "keys", prefix = "orders/", access = "write" }},
+  {{ namespace = "elections", prefix = "orders/", access = "write" }},
   {{ namespace = "watches", prefix = "orders/", access = "read" }},
 ]
 
@@ -876,4 +877,81 @@ async fn quotas_count_holds_queue_places_owner_strings_and_election_values() {
         before + 1,
         "only the one grant"
     );
+}
+
+/// Finding 9: names could hold bidirectional controls and zero-width characters, so the
+/// console and the logs showed another name than the one stored; and an election's leader
+/// changes reached admins only. Now such names are a clear 400, and a principal that may
+/// read an election sees its `election_leader` events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hidden_characters_are_refused_and_leader_changes_reach_readers() {
+    let peer = format!("127.0.0.1:{}", free_port());
+    let c = auth_node(&peer).await;
+    let (_, cluster) = call(&c, OPS, Method::GET, "/v1/cluster", None).await;
+    for path in [
+        "/v1/kv/orders/a%E2%80%AEb",
+        "/v1/kv/orders/zero%E2%80%8Bwidth",
+    ] {
+        let (status, body) = call(&c, ORDERS, Method::PUT, path, Some(json!({"value": "v"}))).await;
+        assert_eq!(status, 400, "{path}: {body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("zero-width"),
+            "{body}"
+        );
+    }
+    let (_, after) = call(&c, OPS, Method::GET, "/v1/cluster", None).await;
+    assert_eq!(after["revision"], cluster["revision"]);
+    // A reader of the election sees its leader change.
+    let watch = c
+        .http
+        .get(c.node(1).url("/v1/watch?election=orders/e"))
+        .bearer_auth(ORDERS)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(watch.status(), 200);
+    let (_, body) = call(
+        &c,
+        ORDERS,
+        Method::POST,
+        "/v1/leases",
+        Some(json!({"ttl_ms": 60_000})),
+    )
+    .await;
+    let lease = body["lease_id"].as_u64().unwrap();
+    let (status, body) = call(
+        &c,
+        ORDERS,
+        Method::POST,
+        "/v1/elections/orders%2Fe/campaign",
+        Some(json!({"lease_id": lease, "value": "me"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let text = read_until(watch, "election_leader", Duration::from_secs(5)).await;
+    assert!(text.contains("\"value\":\"me\""), "{text}");
+}
+
+/// Finding 2 (the part a client sees): the ranges of one transaction branch were bounded
+/// one by one only; now they are bounded together, before anything is proposed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transactions_ranges_are_bounded_together() {
+    let c = Cluster::single().await;
+    let before = c.revision(1).await;
+    let range = json!({"op": "range", "prefix": "", "limit": 6000});
+    let (status, body) = c
+        .post(1, "/v1/txn", json!({"success": [range.clone(), range]}))
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("12000 values"),
+        "{body}"
+    );
+    assert_eq!(c.revision(1).await, before);
 }
