@@ -226,17 +226,12 @@ fn node_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
         config.cluster_secret = Some(generated_secret(&config.data_dir)?);
     }
     let descriptors = baton_raft_node::listener::descriptor_limit();
-    let mut peer_limits = baton_raft_node::listener::ConnLimits::peer_default(descriptors);
-    if let Some(n) = args.peer_max_connections {
-        peer_limits.max_connections = n as usize;
-    }
-    if let Some(ms) = args.header_timeout_ms {
-        peer_limits.header_timeout = std::time::Duration::from_millis(ms);
-    }
-    if let Some(ms) = args.peer_idle_timeout_ms {
-        peer_limits.idle_timeout = std::time::Duration::from_millis(ms);
-    }
-    config.peer_conn_limits = Some(peer_limits);
+    config.peer_conn_limits = Some(conn_limits(
+        baton_raft_node::listener::ConnLimits::peer_default(descriptors),
+        args.peer_max_connections,
+        args.header_timeout_ms,
+        args.peer_idle_timeout_ms,
+    ));
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         config.api_tls = Some(baton_raft_node::tls::TlsFiles {
             cert: cert.clone(),
@@ -267,6 +262,26 @@ fn node_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
     }
     config.validate()?;
     Ok(config)
+}
+
+/// A port's connection bounds: its defaults, with what the flags override.
+fn conn_limits(
+    mut limits: baton_raft_node::listener::ConnLimits,
+    max_connections: Option<u32>,
+    header_timeout_ms: Option<u64>,
+    idle_timeout_ms: Option<u64>,
+) -> baton_raft_node::listener::ConnLimits {
+    use std::time::Duration;
+    if let Some(n) = max_connections {
+        limits.max_connections = n as usize;
+    }
+    if let Some(ms) = header_timeout_ms {
+        limits.header_timeout = Duration::from_millis(ms);
+    }
+    if let Some(ms) = idle_timeout_ms {
+        limits.idle_timeout = Duration::from_millis(ms);
+    }
+    limits
 }
 
 /// The name of the secret a single node with `--auth` generates for its peer port.
@@ -371,18 +386,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         Some(path) => Some(read_secret_file(path, "--admin-token-file")?),
         None => args.admin_token.clone(),
     };
-    let mut api_limits = baton_raft_node::listener::ConnLimits::api_default(
-        baton_raft_node::listener::descriptor_limit(),
+    let api_limits = conn_limits(
+        baton_raft_node::listener::ConnLimits::api_default(
+            baton_raft_node::listener::descriptor_limit(),
+        ),
+        args.max_connections,
+        args.header_timeout_ms,
+        args.idle_timeout_ms,
     );
-    if let Some(n) = args.max_connections {
-        api_limits.max_connections = n as usize;
-    }
-    if let Some(ms) = args.header_timeout_ms {
-        api_limits.header_timeout = std::time::Duration::from_millis(ms);
-    }
-    if let Some(ms) = args.idle_timeout_ms {
-        api_limits.idle_timeout = std::time::Duration::from_millis(ms);
-    }
     let mut hosts: Vec<String> = config
         .members
         .values()

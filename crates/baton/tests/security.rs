@@ -91,6 +91,12 @@ async fn call(
     )
 }
 
+/// Puts `v` at `path` as `token`, which must succeed.
+async fn put_as(c: &Cluster, token: &str, path: &str) {
+    let (status, body) = call(c, token, Method::PUT, path, Some(json!({"value": "v"}))).await;
+    assert_eq!(status, 200, "{path}: {body}");
+}
+
 /// A lease of `token`'s principal holding lock `name`.
 async fn hold(c: &Cluster, token: &str, name: &str) -> u64 {
     let (status, body) = call(
@@ -467,15 +473,7 @@ async fn listings_give_the_same_answer_whatever_other_teams_hold() {
     let peer = format!("127.0.0.1:{}", free_port());
     let c = auth_node(&peer).await;
     hold(&c, ORDERS, "orders/job").await;
-    let (status, _) = call(
-        &c,
-        ORDERS,
-        Method::PUT,
-        "/v1/kv/orders/k",
-        Some(json!({"value": "v"})),
-    )
-    .await;
-    assert_eq!(status, 200);
+    put_as(&c, ORDERS, "/v1/kv/orders/k").await;
     let views = [
         "/v1/locks?limit=1",
         "/v1/locks?limit=1&after=a",
@@ -531,15 +529,7 @@ async fn listings_give_the_same_answer_whatever_other_teams_hold() {
         hold(&c, BILLING, name).await;
     }
     for key in ["billing/k1", "billing/k2", "billing/k3"] {
-        let (status, _) = call(
-            &c,
-            BILLING,
-            Method::PUT,
-            &format!("/v1/kv/{key}"),
-            Some(json!({"value": "v"})),
-        )
-        .await;
-        assert_eq!(status, 200);
+        put_as(&c, BILLING, &format!("/v1/kv/{key}")).await;
     }
     let beside = answers(&c).await;
     for ((path, a), (_, b)) in alone.iter().zip(&beside) {
@@ -794,15 +784,7 @@ async fn a_reload_that_revokes_a_principal_ends_its_open_streams() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let (status, _) = call(
-        &c,
-        OPS,
-        Method::PUT,
-        "/v1/kv/orders/after",
-        Some(json!({"value": "v"})),
-    )
-    .await;
-    assert_eq!(status, 200);
+    put_as(&c, OPS, "/v1/kv/orders/after").await;
     read_until(ops_watch, "orders/after", Duration::from_secs(2)).await;
 }
 

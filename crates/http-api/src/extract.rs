@@ -170,5 +170,11 @@ mod tests {
             huge.is_f64(),
             "out of range stays a float, for serde to refuse"
         );
+        // Parsed exactly (found by the fuzzer: without exact parsing this read as
+        // 1838530429156448.8 and was refused).
+        let mut big: serde_json::Value =
+            serde_json::from_str(r#"{"lease_id": 1838530429156449.0}"#).unwrap();
+        whole_numbers_as_integers(&mut big);
+        assert_eq!(big["lease_id"].as_u64(), Some(1_838_530_429_156_449));
     }
 }

@@ -646,8 +646,6 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_in_flight_is_never_timed_out_and_busy_connections_are_not_evicted() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
         let app = axum::Router::new().route(
             "/slow",
             axum::routing::get(|| async {
@@ -655,21 +653,12 @@ mod tests {
                 "done"
             }),
         );
-        let stats = Arc::new(ConnStats::default());
         let limits = ConnLimits {
             max_connections: 1,
             header_timeout: Duration::from_millis(200),
             idle_timeout: Duration::from_millis(200),
         };
-        let stop = CancellationToken::new();
-        tokio::spawn(serve(
-            listener,
-            app,
-            Serving::default(),
-            limits,
-            stats.clone(),
-            stop.clone(),
-        ));
+        let (addr, stats, stop) = start_with(limits, app).await;
         let mut busy = TcpStream::connect(addr).await.unwrap();
         busy.write_all(b"GET /slow HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
             .await

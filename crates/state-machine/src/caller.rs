@@ -539,26 +539,16 @@ mod tests {
         );
         assert_eq!(sm, before);
         // Releasing gives the claim back; an election value counts its bytes.
-        as_caller(
-            &mut sm,
-            &a,
-            Command::LockRelease(Release {
+        // (Acquired twice: released twice.)
+        for _ in 0..2 {
+            let release = Release {
                 name: "L1".into(),
                 lease,
                 owner: "w1".into(),
                 fence: None,
-            }),
-        );
-        as_caller(
-            &mut sm,
-            &a,
-            Command::LockRelease(Release {
-                name: "L1".into(),
-                lease,
-                owner: "w1".into(),
-                fence: None,
-            }),
-        );
+            };
+            as_caller(&mut sm, &a, Command::LockRelease(release));
+        }
         assert_eq!(sm.usage("a").claims, 1);
         let campaign = |value: &str| {
             Command::Campaign(Campaign {
