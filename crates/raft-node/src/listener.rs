@@ -562,9 +562,16 @@ mod tests {
     async fn start(
         limits: ConnLimits,
     ) -> (std::net::SocketAddr, Arc<ConnStats>, CancellationToken) {
+        let app = axum::Router::new().route("/", axum::routing::get(|| async { "ok" }));
+        start_with(limits, app).await
+    }
+
+    async fn start_with(
+        limits: ConnLimits,
+        app: axum::Router,
+    ) -> (std::net::SocketAddr, Arc<ConnStats>, CancellationToken) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let app = axum::Router::new().route("/", axum::routing::get(|| async { "ok" }));
         let stats = Arc::new(ConnStats::default());
         let stop = CancellationToken::new();
         tokio::spawn(serve(
