@@ -97,8 +97,8 @@ async fn put_as(c: &Cluster, token: &str, path: &str) {
     assert_eq!(status, 200, "{path}: {body}");
 }
 
-/// A lease of `token`'s principal holding lock `name`.
-async fn hold(c: &Cluster, token: &str, name: &str) -> u64 {
+/// A new lease of `token`'s principal (60 s).
+async fn lease_as(c: &Cluster, token: &str) -> u64 {
     let (status, body) = call(
         c,
         token,
@@ -108,7 +108,12 @@ async fn hold(c: &Cluster, token: &str, name: &str) -> u64 {
     )
     .await;
     assert_eq!(status, 201, "{body}");
-    let lease = body["lease_id"].as_u64().unwrap();
+    body["lease_id"].as_u64().unwrap()
+}
+
+/// A lease of `token`'s principal holding lock `name`.
+async fn hold(c: &Cluster, token: &str, name: &str) -> u64 {
+    let lease = lease_as(c, token).await;
     let (status, body) = call(
         c,
         token,
@@ -689,15 +694,7 @@ async fn a_reload_that_revokes_a_principal_ends_its_open_streams() {
     let file = c.data_dir().join("auth.toml");
     let original = std::fs::read_to_string(&file).unwrap();
     hold(&c, ORDERS, "orders/job").await;
-    let (_, body) = call(
-        &c,
-        ORDERS,
-        Method::POST,
-        "/v1/leases",
-        Some(json!({"ttl_ms": 60_000})),
-    )
-    .await;
-    let waiter_lease = body["lease_id"].as_u64().unwrap();
+    let waiter_lease = lease_as(&c, ORDERS).await;
     let watch = |token: &'static str| {
         c.http
             .get(c.node(1).url("/v1/watch?prefix=orders/"))
@@ -895,15 +892,7 @@ async fn hidden_characters_are_refused_and_leader_changes_reach_readers() {
         .await
         .unwrap();
     assert_eq!(watch.status(), 200);
-    let (_, body) = call(
-        &c,
-        ORDERS,
-        Method::POST,
-        "/v1/leases",
-        Some(json!({"ttl_ms": 60_000})),
-    )
-    .await;
-    let lease = body["lease_id"].as_u64().unwrap();
+    let lease = lease_as(&c, ORDERS).await;
     let (status, body) = call(
         &c,
         ORDERS,
