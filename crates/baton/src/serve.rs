@@ -209,7 +209,7 @@ fn node_config(args: &ServeArgs) -> anyhow::Result<NodeConfig> {
         config.cluster_secret = args.secret.clone().map(baton_raft_node::Secret::new);
     }
     if let Some(path) = &args.secret_file {
-        config.cluster_secret = Some(baton_raft_node::Secret::new(read_secret_file(
+        config.cluster_secret = Some(baton_raft_node::Secret::new(crate::cmd::first_line(
             path,
             "--secret-file",
         )?));
@@ -294,7 +294,7 @@ fn generated_secret(data_dir: &std::path::Path) -> anyhow::Result<baton_raft_nod
     use std::os::unix::fs::OpenOptionsExt;
     let path = data_dir.join(GENERATED_SECRET_FILE);
     if path.exists() {
-        return Ok(baton_raft_node::Secret::new(read_secret_file(
+        return Ok(baton_raft_node::Secret::new(crate::cmd::first_line(
             &path,
             "the generated cluster secret",
         )?));
@@ -317,15 +317,6 @@ fn generated_secret(data_dir: &std::path::Path) -> anyhow::Result<baton_raft_nod
         "the peer port is protected by a secret generated for this node (give it to nodes you add with --secret-file)"
     );
     Ok(baton_raft_node::Secret::new(secret))
-}
-
-/// The first line of a secret file, trimmed; an empty one is refused.
-fn read_secret_file(path: &std::path::Path, what: &str) -> anyhow::Result<String> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("{what}: read {}", path.display()))?;
-    let secret = text.lines().next().unwrap_or_default().trim().to_owned();
-    anyhow::ensure!(!secret.is_empty(), "{what}: {} is empty", path.display());
-    Ok(secret)
 }
 
 /// Warnings for secrets given inline on the command line, where `ps` shows them to every
@@ -383,7 +374,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!("{warning}");
     }
     let admin_token = match &args.admin_token_file {
-        Some(path) => Some(read_secret_file(path, "--admin-token-file")?),
+        Some(path) => Some(crate::cmd::first_line(path, "--admin-token-file")?),
         None => args.admin_token.clone(),
     };
     let api_limits = conn_limits(

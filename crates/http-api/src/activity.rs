@@ -112,6 +112,9 @@ pub struct Activity {
     // Std mutexes: held for a table update or a read, never across an await.
     tables: Mutex<Tables>,
     pending: Mutex<Pending>,
+    /// Set once something is pending, so that the apply path takes `pending`'s lock only
+    /// then (it runs once per applied batch).
+    any_pending: std::sync::atomic::AtomicBool,
 }
 
 impl Activity {
@@ -123,6 +126,12 @@ impl Activity {
     }
 
     fn catch_up(&self, t: &mut Tables) {
+        if !self
+            .any_pending
+            .swap(false, std::sync::atomic::Ordering::AcqRel)
+        {
+            return;
+        }
         let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
         if pending.lost {
             t.clock.clear();
@@ -145,6 +154,8 @@ impl Activity {
                     pending.lost = true;
                 }
                 pending.batches.push_back((now, events.to_vec()));
+                self.any_pending
+                    .store(true, std::sync::atomic::Ordering::Release);
                 return;
             }
         };

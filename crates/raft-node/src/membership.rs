@@ -75,23 +75,29 @@ pub struct Identity {
 /// label, the prober's nonce and the id (so an answer can be replayed neither to another
 /// probe nor for another id).
 pub(crate) fn identity_proof(secret: &crate::Secret, nonce: &[u8; 32], id: NodeId) -> [u8; 32] {
-    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.expose().as_bytes());
-    let mut context = ring::hmac::Context::with_key(&key);
-    context.update(b"baton identity v1\0");
-    context.update(nonce);
-    context.update(&id.to_be_bytes());
+    let (key, message) = identity_mac(secret, nonce, id);
     let mut out = [0u8; 32];
-    out.copy_from_slice(context.sign().as_ref());
+    out.copy_from_slice(ring::hmac::sign(&key, &message).as_ref());
     out
 }
 
 /// Whether `proof` is [`identity_proof`] of this nonce and id (in constant time).
 fn proof_holds(secret: &crate::Secret, nonce: &[u8; 32], id: NodeId, proof: &[u8; 32]) -> bool {
+    let (key, message) = identity_mac(secret, nonce, id);
+    ring::hmac::verify(&key, &message, proof).is_ok()
+}
+
+/// The key and the message of an identity proof.
+fn identity_mac(
+    secret: &crate::Secret,
+    nonce: &[u8; 32],
+    id: NodeId,
+) -> (ring::hmac::Key, Vec<u8>) {
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.expose().as_bytes());
     let mut message = b"baton identity v1\0".to_vec();
     message.extend_from_slice(nonce);
     message.extend_from_slice(&id.to_be_bytes());
-    ring::hmac::verify(&key, &message, proof).is_ok()
+    (key, message)
 }
 
 /// Runs a change on this node, which must be the leader.

@@ -8,6 +8,7 @@ use crate::machine::StateMachine;
 use crate::outcome::Rejection;
 use crate::resource::ResourceId;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// The authenticated principal behind a proposal, with its replicated quotas.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,6 +62,50 @@ impl Usage {
     }
 }
 
+/// Runs `f` on `principal`'s entry of `usage` (allocating its name only for a new entry),
+/// and drops the entry once it is all zero. A free function, so that callers holding a
+/// lease of the same machine can charge its owner without copying the name.
+pub(crate) fn usage_in(
+    usage: &mut BTreeMap<String, Usage>,
+    principal: &str,
+    f: impl FnOnce(&mut Usage),
+) {
+    match usage.get_mut(principal) {
+        Some(entry) => {
+            f(entry);
+            if entry.is_zero() {
+                usage.remove(principal);
+            }
+        }
+        None => {
+            let mut entry = Usage::default();
+            f(&mut entry);
+            if !entry.is_zero() {
+                usage.insert(principal.to_owned(), entry);
+            }
+        }
+    }
+}
+
+/// Adds (`add`) or takes back `claims` and their `bytes` in `owner`'s entry of `usage`.
+pub(crate) fn charge_claims_in(
+    usage: &mut BTreeMap<String, Usage>,
+    owner: &str,
+    claims: u64,
+    bytes: u64,
+    add: bool,
+) {
+    usage_in(usage, owner, |u| {
+        if add {
+            u.claims += claims;
+            u.claim_bytes += bytes;
+        } else {
+            u.claims = u.claims.saturating_sub(claims);
+            u.claim_bytes = u.claim_bytes.saturating_sub(bytes);
+        }
+    });
+}
+
 /// The bytes a claim counts for in quotas: its owner string and its election value.
 pub(crate) fn claim_bytes(owner: &str, value_len: usize) -> u64 {
     (owner.len() + value_len) as u64
@@ -111,11 +156,7 @@ impl StateMachine {
     }
 
     pub(crate) fn usage_mut(&mut self, principal: &str, f: impl FnOnce(&mut Usage)) {
-        let entry = self.usage.entry(principal.to_owned()).or_default();
-        f(entry);
-        if entry.is_zero() {
-            self.usage.remove(principal);
-        }
+        usage_in(&mut self.usage, principal, f);
     }
 
     /// Adds (`add`) or takes back claims and their bytes for the principal that owns
@@ -127,16 +168,9 @@ impl StateMachine {
         bytes: u64,
         add: bool,
     ) {
-        let Some(owner) = owner else { return };
-        self.usage_mut(owner, |u| {
-            if add {
-                u.claims += claims;
-                u.claim_bytes += bytes;
-            } else {
-                u.claims = u.claims.saturating_sub(claims);
-                u.claim_bytes = u.claim_bytes.saturating_sub(bytes);
-            }
-        });
+        if let Some(owner) = owner {
+            charge_claims_in(&mut self.usage, owner, claims, bytes, add);
+        }
     }
 
     /// Adds or takes back the bytes of an idempotency outcome a lease of `owner` keeps.

@@ -460,9 +460,10 @@ impl StateMachine {
     fn link_claim(&mut self, id: &ResourceId, claimant: &Claimant, value_len: usize) {
         if let Some(lease) = self.leases.get_mut(&claimant.lease) {
             lease.claims.insert(ClaimRef::new(id, &claimant.owner));
-            let owner = lease.owner.as_deref().map(str::to_owned);
-            let bytes = crate::caller::claim_bytes(&claimant.owner, value_len);
-            self.charge_claims(owner.as_deref(), 1, bytes, true);
+            if let Some(owner) = lease.owner.as_deref() {
+                let bytes = crate::caller::claim_bytes(&claimant.owner, value_len);
+                crate::caller::charge_claims_in(&mut self.usage, owner, 1, bytes, true);
+            }
         }
     }
 
@@ -472,9 +473,10 @@ impl StateMachine {
     fn unlink_claim(&mut self, id: &ResourceId, claimant: &Claimant, value_len: usize) {
         if let Some(lease) = self.leases.get_mut(&claimant.lease) {
             lease.claims.remove(&ClaimRef::new(id, &claimant.owner));
-            let owner = lease.owner.as_deref().map(str::to_owned);
-            let bytes = crate::caller::claim_bytes(&claimant.owner, value_len);
-            self.charge_claims(owner.as_deref(), 1, bytes, false);
+            if let Some(owner) = lease.owner.as_deref() {
+                let bytes = crate::caller::claim_bytes(&claimant.owner, value_len);
+                crate::caller::charge_claims_in(&mut self.usage, owner, 1, bytes, false);
+            }
         }
     }
 

@@ -72,15 +72,7 @@ impl Global {
         let Some(path) = &self.token_file else {
             return Ok(None);
         };
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("cannot read the token file {}: {e}", path.display()))?;
-        let token = text.lines().next().unwrap_or("").trim().to_owned();
-        anyhow::ensure!(
-            !token.is_empty(),
-            "the token file {} is empty",
-            path.display()
-        );
-        Ok(Some(token))
+        first_line(path, "the token file").map(Some)
     }
 
     /// Prints `value` as JSON (the API's shape), or `human` otherwise.
@@ -103,4 +95,14 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .worker_threads(2)
         .enable_all()
         .build()?)
+}
+
+/// The first line of a file holding a secret (`what` names it in errors), trimmed; an
+/// empty one is refused.
+pub fn first_line(path: &std::path::Path, what: &str) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {what} {}: {e}", path.display()))?;
+    let line = text.lines().next().unwrap_or("").trim().to_owned();
+    anyhow::ensure!(!line.is_empty(), "{what} {} is empty", path.display());
+    Ok(line)
 }

@@ -99,9 +99,11 @@ impl Proclaim {
         let new_len = self.value.len();
         holder.value = Some(self.value.into_boxed_str());
         let fence = holder.fence;
-        let owner = sm.lease_principal(self.lease);
-        sm.charge_claims(owner.as_deref(), 0, old_len as u64, false);
-        sm.charge_claims(owner.as_deref(), 0, new_len as u64, true);
+        if let Some(owner) = sm.leases.get(&self.lease).and_then(|l| l.owner.as_deref()) {
+            crate::caller::usage_in(&mut sm.usage, owner, |u| {
+                u.claim_bytes = (u.claim_bytes + new_len as u64).saturating_sub(old_len as u64);
+            });
+        }
         sm.emit_leader(ctx, &id);
         Response::Proclaimed { fence }
     }
