@@ -418,7 +418,7 @@ async fn the_console_reads_ages_listings_statistics_replication_and_metrics() {
         "baton_held_open_waits_total{kind=\"lock\",outcome=\"timed_out\"} 1",
         "baton_forwarded_requests_total{route=\"/baton/propose\"}",
         "baton_raft_commit_notices_total",
-        "baton_raft_early_commits_total",
+        "baton_answer_waits 0\n",
         "baton_lock_grants_per_second{kind=\"lock\",name=\"hot\"}",
         "baton_lock_wait_seconds{kind=\"lock\",name=\"hot\",quantile=\"0.99\"}",
         "baton_raft_apply_lag_entries",

@@ -134,11 +134,6 @@ impl Metrics {
             "Commits this node learned from the leader's answers to writes it forwarded",
             node.commit_notices.clone(),
         );
-        r.register(
-            "baton_raft_early_commits",
-            "Writes this node forwarded and answered from its own apply, committed on the leader's word that it flushed them",
-            node.early_commits.clone(),
-        );
         r
     }
 }
@@ -228,6 +223,12 @@ fn scrape_registry(state: &AppState, view: &View<'_>) -> Registry {
         "baton_raft_apply_lag_entries",
         "Committed entries this node has not applied yet",
         status.committed_index.saturating_sub(status.applied_index),
+    );
+    gauge(
+        &mut r,
+        "baton_answer_waits",
+        "Writes taken on this node that wait for its apply to answer them",
+        state.node.answer_waits() as u64,
     );
     gauge(
         &mut r,

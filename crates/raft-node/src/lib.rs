@@ -8,8 +8,9 @@
 //! - `stats.rs`: [`NodeStats`], what the node measures for `/metrics`.
 //! - `codec.rs`: bincode for the log, snapshots and peer bodies.
 //! - `error.rs`: `NodeError`.
-//! - `node.rs`: [`Node`]: start, propose (batched, forwarded), read, keepalive, status,
-//!   membership, shutdown.
+//! - `node/`: [`Node`]: start, propose (one answer path: the registry of waiting
+//!   requests in `store/waiting.rs`, answered by the apply), route to the leader, read,
+//!   keepalive, status, membership, shutdown.
 //! - `membership.rs`: membership changes that cannot lose quorum (address checks, learners
 //!   that must catch up before they vote, the strict quorum check).
 //! - `network/`: peer RPC client and server (Raft RPCs and forwarding to the leader).
@@ -40,8 +41,8 @@ mod worker;
 pub use config::{ClusterFile, ClusterNode, NodeConfig, RaftTuning};
 pub use error::NodeError;
 pub use membership::{Identity, MemberChange};
-pub use node::{ClusterStatus, MemberStatus, Node};
+pub use node::{ClusterStatus, Forwarded, MemberStatus, Node};
 pub use secret::Secret;
 pub use stats::{ForwardLabels, NodeStats};
-pub use store::{AppliedBatch, AppliedProgress, ApplyObserver, ClaimWait, Observing};
+pub use store::{AppliedBatch, AppliedProgress, ApplyObserver, ClaimWait, Observing, Waiting};
 pub use types::*;

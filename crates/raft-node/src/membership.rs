@@ -22,10 +22,6 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// The peer path on which a member tells its id.
-pub(crate) const IDENTITY_PATH: &str = "/baton/identity";
-/// The peer path on which the leader takes membership changes forwarded by a follower.
-pub(crate) const CHANGE_PATH: &str = "/baton/membership";
 /// Longest accepted address (a DNS name of 253 bytes, a colon and a port).
 const ADDR_BYTES_MAX: usize = 260;
 /// How long name resolution of one address may take.
@@ -52,7 +48,7 @@ pub enum MemberChange {
     },
 }
 
-/// What a prober sends on [`IDENTITY_PATH`]: a fresh random challenge. The probe carries
+/// What a prober sends on `paths::IDENTITY`: a fresh random challenge. The probe carries
 /// no cluster secret (the address is not known to be a member yet); the answer proves that
 /// the process there holds the secret without revealing it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,7 +57,7 @@ pub struct IdentityProbe {
     pub nonce: [u8; 32],
 }
 
-/// What a member says of itself on [`IDENTITY_PATH`].
+/// What a member says of itself on `paths::IDENTITY`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Identity {
     /// Its configured id.
@@ -313,7 +309,7 @@ async fn probe(node: &Node, id: NodeId, peer: &str) -> Result<(), String> {
         .without_secret()
         .call(
             crate::network::Target { id, addr: peer },
-            IDENTITY_PATH,
+            crate::network::paths::IDENTITY,
             &IdentityProbe { nonce },
             timeout,
         )

@@ -24,9 +24,6 @@ pub struct NodeStats {
     /// Commit notices this node got in the leader's answers to writes it forwarded
     /// (decision #131).
     pub commit_notices: Counter,
-    /// Writes this node forwarded and answered from its own apply, having committed them
-    /// on the leader's word that it flushed them (decision #146).
-    pub early_commits: Counter,
     /// The peer port's connections (`listener`).
     pub peer_connections: std::sync::Arc<crate::listener::ConnStats>,
 }
@@ -42,7 +39,6 @@ impl Default for NodeStats {
             proposals_per_entry: Histogram::new(exponential_buckets(1.0, 2.0, 13)),
             forwarded: Family::default(),
             commit_notices: Counter::default(),
-            early_commits: Counter::default(),
             peer_connections: std::sync::Arc::default(),
         }
     }

@@ -1,7 +1,7 @@
 //! openraft's type configuration for baton, short names for its generic types, and the one
 //! reading of leadership from Raft metrics ([`leading_term`]).
 
-use baton_state_machine::{Applied, Proposal};
+use baton_state_machine::Proposal;
 use serde::{Deserialize, Serialize};
 use std::io::Cursor;
 
@@ -23,107 +23,54 @@ impl std::fmt::Display for NodeAddr {
     }
 }
 
-/// One Raft entry's payload: many proposals gathered by group commit.
+/// Who waits for a proposal's result: the node that took it from a client, that node's
+/// run, and the request's number in that run (`store::waiting`). Only that node's apply
+/// answers it; every other node applies the proposal and answers nobody.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RequestId {
+    /// The node that waits.
+    pub node: NodeId,
+    /// Its run: drawn at start, never 0, so a restarted node never takes an entry of its
+    /// earlier run for one of its own requests.
+    pub incarnation: u64,
+    /// The request's number in that run.
+    pub seq: u64,
+}
+
+impl RequestId {
+    /// The id of a proposal nobody waits for (no run has incarnation 0).
+    pub const NOBODY: RequestId = RequestId {
+        node: 0,
+        incarnation: 0,
+        seq: 0,
+    };
+}
+
+/// One Raft entry's payload: many proposals gathered by group commit, each with the id of
+/// the request that waits for its result.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Batch {
     /// The proposals, applied in order.
-    pub proposals: Vec<Proposal>,
-    /// Who to tell once the leader that made this entry has flushed it (never encoded:
-    /// only the leader's own copy, on its way to its log, carries any; decision #146).
-    #[serde(skip)]
-    pub(crate) notices: FlushNotices,
-    /// Who to answer once this node applies the entry (never encoded: only the copy of
-    /// the node whose proposer made the entry carries any; decision #147).
-    #[serde(skip)]
-    pub(crate) callers: Callers,
+    pub proposals: Vec<(RequestId, Proposal)>,
 }
 
 impl Batch {
-    /// A batch of `proposals` that tells nobody of its flush.
+    /// A batch of `proposals` that nobody waits for (tests, tools).
     pub fn new(proposals: Vec<Proposal>) -> Batch {
         Batch {
-            proposals,
-            notices: FlushNotices::default(),
-            callers: Callers::default(),
+            proposals: proposals
+                .into_iter()
+                .map(|p| (RequestId::NOBODY, p))
+                .collect(),
         }
     }
 }
 
-/// Where a leader's own flush of an entry is told: the entry's log id, and the place of
-/// a forwarded proposal in its batch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FlushedAt {
-    /// The entry's log id.
-    pub log_id: LogId,
-    /// The proposal's place in the entry's batch.
-    pub slot: u32,
-}
-
-/// A proposal waiting for the leader's flush of its entry: its place in the batch and
-/// where to tell it.
-pub(crate) type FlushWait = (u32, tokio::sync::oneshot::Sender<FlushedAt>);
-
-/// The proposals of a batch that wait for the leader's flush of their entry.
-pub(crate) type FlushNotices = Handoff<FlushWait>;
-
-/// Where the callers of a batch's proposals are answered, in the batch's order: the
-/// proposer's, handed to the apply of this node's own copy of the entry (decision #147).
-pub(crate) type Callers = Handoff<tokio::sync::oneshot::Sender<crate::worker::proposer::Answer>>;
-
-/// Values that ride along with a batch on its way through this node, never encoded:
-/// shared by the clones of the entry and taken once, by whoever comes first.
-pub(crate) struct Handoff<T>(Option<std::sync::Arc<std::sync::Mutex<Vec<T>>>>);
-
-impl<T> Handoff<T> {
-    /// A handoff of `values`; none if it is empty.
-    pub(crate) fn new(values: Vec<T>) -> Self {
-        Handoff((!values.is_empty()).then(|| std::sync::Arc::new(values.into())))
-    }
-
-    /// Takes the values out (the first call only gets any).
-    pub(crate) fn take(&self) -> Vec<T> {
-        match &self.0 {
-            Some(shared) => std::mem::take(&mut *shared.lock().unwrap_or_else(|e| e.into_inner())),
-            None => Vec::new(),
-        }
-    }
-}
-
-impl<T> Clone for Handoff<T> {
-    fn clone(&self) -> Self {
-        Handoff(self.0.clone())
-    }
-}
-
-impl<T> Default for Handoff<T> {
-    fn default() -> Self {
-        Handoff(None)
-    }
-}
-
-impl<T> std::fmt::Debug for Handoff<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Handoff")
-    }
-}
-
-/// What rides along is not part of an entry's value: two batches of the same proposals
-/// are equal.
-impl<T> PartialEq for Handoff<T> {
-    fn eq(&self, _: &Handoff<T>) -> bool {
-        true
-    }
-}
-
-impl<T> Eq for Handoff<T> {}
-
-/// One Raft entry's result: one [`Applied`] per proposal (empty for blank and membership
-/// entries).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BatchReply {
-    /// Results, in the order of the batch's proposals.
-    pub applied: Vec<Applied>,
-}
+/// What openraft hands back for one entry: nothing. The results reach their callers
+/// through the registry of waiting requests (`store::waiting`), and openraft's answer to
+/// the proposer only says where the entry landed, or why it did not.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchReply;
 
 openraft::declare_raft_types!(
     /// baton's openraft configuration: batches in, replies out, u64 ids, two addresses.

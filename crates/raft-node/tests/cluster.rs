@@ -515,51 +515,144 @@ async fn a_write_through_a_follower_is_applied_there_before_it_is_answered() {
         );
         assert!(node.read_local(|sm| sm.revision()) >= written.revision);
     }
-    // Each write was answered from the follower's own apply after the leader's flush
-    // notice (#146), or from the leader's answer, which named its committed entry, and
-    // the follower passed it on (#131).
-    let stats = node.stats();
-    assert_eq!(stats.early_commits.get() + stats.commit_notices.get(), 20);
+    // The leader's answer to each write named its committed entry, and the follower
+    // committed up to it (#131) and answered from its own apply.
+    assert_eq!(node.stats().commit_notices.get(), 20);
+    assert_eq!(node.answer_waits(), 0, "every request left the registry");
     cluster.shutdown().await;
 }
 
-/// A follower that forwards a write commits it once the leader says it has flushed it
-/// and the follower holds it too (the two are a majority of three), and answers from its
-/// own apply: with the leader's state machine stalled, the leader cannot answer, and the
-/// write is answered and readable on the follower all the same (decision #146).
+/// A write's result comes from the apply of the node that took it, and from nothing
+/// else: on the leader, and on a follower whose leader never answers (its apply is
+/// stalled, so the answer it sends after its apply never leaves) and which learns the
+/// commit from the leader's next AppendEntries instead. The registry is empty after each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_forwarded_write_is_answered_from_the_followers_apply_once_the_leader_flushed_it() {
-    // Room for entries in flight while the leader's apply is stalled.
-    let cluster = cluster_without_heartbeats_and(|c| c.batches_in_flight_max = 4).await;
-    let leader = cluster.leader().await;
-    let follower = cluster.follower().await;
-    let node = cluster.node(follower).clone();
-    let held = cluster.node(leader).apply_gate().lock_owned().await;
-    for (i, key) in ["a", "b"].into_iter().enumerate() {
-        let written = tokio::time::timeout(PROMPTLY, node.propose(put(key, "v")))
-            .await
-            .expect("answered without the leader's apply")
-            .unwrap();
-        assert!(matches!(written.response, Response::Put { .. }));
-        assert_eq!(value_of(&node, key).as_deref(), Some("v"));
-        assert_eq!(node.stats().early_commits.get(), i as u64 + 1);
-        assert_eq!(
-            value_of(cluster.node(leader), key),
-            None,
-            "the leader applied it"
-        );
+async fn a_write_is_answered_by_the_apply_of_the_node_that_took_it() {
+    let cluster = Cluster::start(3, |_| {}).await;
+    let leader = cluster.node(cluster.leader().await).clone();
+    let follower = cluster.node(cluster.follower().await).clone();
+    let written = leader.propose(put("a", "1")).await.unwrap();
+    assert!(matches!(written.response, Response::Put { .. }));
+    assert_eq!(leader.answer_waits(), 0);
+
+    let held = leader.apply_gate().lock_owned().await;
+    let written = tokio::time::timeout(PROMPTLY, follower.propose(put("b", "2")))
+        .await
+        .expect("answered without the leader's answer")
+        .unwrap();
+    assert!(matches!(written.response, Response::Put { .. }));
+    assert_eq!(value_of(&follower, "b").as_deref(), Some("2"));
+    assert_eq!(
+        value_of(&leader, "b"),
+        None,
+        "the leader has not applied it"
+    );
+    assert_eq!(follower.answer_waits(), 0);
+    drop(held);
+    let index = leader.status().last_log_index;
+    cluster.wait_applied(index).await;
+    assert_eq!(value_of(&leader, "b").as_deref(), Some("2"));
+    cluster.shutdown().await;
+}
+
+/// A forwarded write whose entry is committed while leadership moves to a new term (the
+/// old leader's answer never came: its apply is stalled) is answered once, by the
+/// forwarding node's apply, with the result every node computed; the write is applied
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_write_is_answered_once_across_a_leader_change() {
+    let cluster = Cluster::start(3, |_| {}).await;
+    let old = cluster.leader().await;
+    let through = cluster.follower().await;
+    let next = *cluster
+        .nodes
+        .keys()
+        .find(|id| **id != old && **id != through)
+        .unwrap();
+    let follower = cluster.node(through).clone();
+    follower.propose(put("a", "1")).await.unwrap();
+    let index = cluster.node(old).status().last_log_index + 1;
+    // Neither the old leader nor the forwarding node can apply: the write commits, and
+    // nobody can answer it yet.
+    let held_old = cluster.node(old).apply_gate().lock_owned().await;
+    let held_here = follower.apply_gate().lock_owned().await;
+    let write = {
+        let follower = follower.clone();
+        tokio::spawn(async move { follower.propose(put("b", "2")).await })
+    };
+    let committed = async {
+        while cluster.node(next).status().applied_index < index {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(PROMPTLY, committed)
+        .await
+        .expect("committed and applied on the third node");
+    assert_eq!(follower.answer_waits(), 1);
+    let term = cluster.node(old).status().term;
+    cluster.node(next).campaign().await.unwrap();
+    // Some node leads in a later term (the third one, or another if an election timer
+    // fires first on this busy machine).
+    tokio::time::timeout(PROMPTLY, async {
+        while !cluster
+            .nodes
+            .values()
+            .any(|n| n.is_leader() && n.status().term > term)
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("leadership moves to a new term");
+    assert!(!write.is_finished(), "answered before its node applied it");
+    drop(held_here);
+    let written = tokio::time::timeout(PROMPTLY, write)
+        .await
+        .expect("answered once its node applies it")
+        .unwrap()
+        .unwrap();
+    let Response::Put { .. } = written.response else {
+        panic!("{written:?}")
+    };
+    assert_eq!(follower.answer_waits(), 0);
+    drop(held_old);
+    let last = cluster.node(next).status().last_log_index;
+    cluster.wait_applied(last).await;
+    for node in cluster.nodes.values() {
+        let b = node.read_local(|sm| sm.get("b")).unwrap();
+        assert_eq!(b.value, "2");
+        assert_eq!(b.version, 1, "applied once");
+        assert_eq!(b.mod_revision, written.revision);
+    }
+    cluster.shutdown().await;
+}
+
+/// A caller that gives up (its future dropped at a deadline) leaves nothing in the
+/// registry, on the leader and on a forwarding follower, while the write it sent is
+/// still unanswered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_that_gives_up_leaves_the_registry() {
+    let cluster = Cluster::start(3, |_| {}).await;
+    let leader = cluster.node(cluster.leader().await).clone();
+    let follower = cluster.node(cluster.follower().await).clone();
+    let held = [
+        leader.apply_gate().lock_owned().await,
+        follower.apply_gate().lock_owned().await,
+    ];
+    for (i, node) in [&leader, &follower].into_iter().enumerate() {
+        let key = format!("k{i}");
+        let waiting = async {
+            while node.answer_waits() == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::select! {
+            _ = node.propose(put(&key, "v")) => panic!("answered while its node cannot apply"),
+            () = async { waiting.await; tokio::time::sleep(Duration::from_millis(100)).await } => {}
+        }
+        assert_eq!(node.answer_waits(), 0, "the request left with its caller");
     }
     drop(held);
-    // The leader's answers, read in the background, end; its connections carry on.
-    let written = node.propose(put("c", "v")).await.unwrap();
-    let index = cluster.node(leader).status().last_log_index;
-    cluster.wait_applied(index).await;
-    for n in cluster.nodes.values() {
-        for key in ["a", "b", "c"] {
-            assert_eq!(value_of(n, key).as_deref(), Some("v"));
-        }
-        assert!(n.read_local(|sm| sm.revision()) >= written.revision);
-    }
     cluster.shutdown().await;
 }
 
@@ -673,113 +766,6 @@ impl NoticeCase {
                 .await,
         ]
     }
-}
-
-/// A follower believes a flush notice only where it and the leader that made the entry
-/// are a majority, only for an entry of that leader it holds (an entry of an older term
-/// on a majority is not committed), and does not keep a notice of an entry it does not
-/// hold yet. The entries here are not committed (the leader's disk and the other
-/// follower's stall), so applying them shows the notice alone moved the commit; a real
-/// leader sends one only after its flush (decision #146).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_flush_notice_commits_only_an_entry_the_leader_and_this_follower_hold() {
-    let case = NoticeCase::start().await;
-    let (leader, stalled, index, term) = (case.leader, case.stalled, case.index, case.term);
-    let id = NoticeCase::id;
-    let held = case.stall().await;
-    let trigger = case.follower.raft().trigger();
-    // Of an entry it does not hold yet: not kept for when the entry comes.
-    trigger.flush_notice(id(term, leader, index)).await.unwrap();
-    let b = case.propose("b");
-    case.holds(index).await;
-    // From a later term, or from another node in this term: not its leader's.
-    trigger
-        .flush_notice(id(term + 1, leader, index))
-        .await
-        .unwrap();
-    trigger
-        .flush_notice(id(term, stalled, index))
-        .await
-        .unwrap();
-    case.still_pending("b", &b, "a notice it could not use")
-        .await;
-
-    // From its leader, past what it holds: it commits what it holds of that leader.
-    trigger
-        .flush_notice(id(term, leader, index + 5))
-        .await
-        .unwrap();
-    let why = "the notice of its own leader commits the entry it holds";
-    case.applies(index, "b", why).await;
-    assert_eq!(
-        value_of(&case.node, "b"),
-        None,
-        "committed only by the notice"
-    );
-    case.finish(held, vec![b]).await;
-}
-
-/// In a cluster of five, a leader and one follower are not a majority: a follower never
-/// commits on a flush notice there, and does not ask for one: its forwarded writes are
-/// answered by the leader (decision #146).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_flush_notice_commits_nothing_where_two_nodes_are_not_a_majority() {
-    let cluster = Cluster::start(5, timing(10_000, (30_000, 40_000))).await;
-    cluster.node(1).campaign().await.unwrap();
-    let leader = cluster.leader().await;
-    let node = cluster.node(leader).clone();
-    node.propose(put("a", "1")).await.unwrap();
-    let free = cluster.follower().await;
-    let follower = cluster.node(free).clone();
-    let index = node.status().applied_index + 1;
-    follower
-        .wait_applied(index - 1, Duration::from_secs(5))
-        .await
-        .unwrap();
-    let term = node.raft().metrics().borrow().current_term;
-    let mut held = vec![node.log_flush_gate().lock_owned().await];
-    for (id, other) in &cluster.nodes {
-        if *id != leader && *id != free {
-            held.push(other.log_flush_gate().lock_owned().await);
-        }
-    }
-    let b = {
-        let node = node.clone();
-        tokio::spawn(async move { node.propose(put("b", "v")).await })
-    };
-    tokio::time::timeout(PROMPTLY, async {
-        while follower.status().last_log_index < index {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("the free follower holds the new entry");
-    let log_id = openraft::LogId::new(openraft::CommittedLeaderId::new(term, leader), index);
-    follower
-        .raft()
-        .trigger()
-        .flush_notice(log_id)
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(
-        value_of(&follower, "b"),
-        None,
-        "two of five are not a majority"
-    );
-
-    drop(held);
-    tokio::time::timeout(Duration::from_secs(20), b)
-        .await
-        .expect("committed once the disks are back")
-        .unwrap()
-        .unwrap();
-    // And a write through a follower is answered by the leader's word.
-    let before = follower.stats().commit_notices.get();
-    follower.propose(put("c", "v")).await.unwrap();
-    assert_eq!(follower.stats().early_commits.get(), 0);
-    assert_eq!(follower.stats().commit_notices.get(), before + 1);
-    cluster.shutdown().await;
 }
 
 /// A follower commits on a commit notice (the leader's answer to a write it forwarded)

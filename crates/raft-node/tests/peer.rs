@@ -6,7 +6,8 @@
 
 mod common;
 
-use baton_raft_node::network::{PeerClient, PeerFailure, Target};
+use baton_raft_node::network::{PeerClient, PeerFailure, Target, paths};
+use baton_raft_node::{Forwarded, LogId, RequestId};
 use baton_state_machine::*;
 use common::*;
 use std::time::Duration;
@@ -37,11 +38,11 @@ async fn forwarded_proposals_are_validated_and_clock_commands_refused() {
         }),
     ];
     for command in forged {
-        let reply: Result<Applied, PeerFailure> = peers
+        let reply: Result<LogId, PeerFailure> = peers
             .call(
                 Target { id: 0, addr: &peer },
-                "/baton/propose",
-                &Proposal::from(command.clone()),
+                paths::PROPOSE,
+                &forwarded(Proposal::from(command.clone())),
                 Duration::from_secs(5),
             )
             .await
@@ -58,11 +59,23 @@ async fn forwarded_proposals_are_validated_and_clock_commands_refused() {
     cluster.shutdown().await;
 }
 
+/// A proposal as node 9 would forward it.
+fn forwarded(proposal: Proposal) -> Forwarded {
+    Forwarded {
+        id: RequestId {
+            node: 9,
+            incarnation: 1,
+            seq: 0,
+        },
+        proposal,
+    }
+}
+
 /// The leader's answer to a forwarded proposal names the committed entry that carried it
-/// only when the follower asks (`notice=1`, decision #131): an older follower's request,
-/// without the query, gets the answer it always got and no header.
+/// (decision #131), and nothing else: the result is the forwarding node's apply's to give.
+/// A proposal that names the leader itself as the node waiting for it is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_forwarded_proposal_names_its_entry_only_when_asked() {
+async fn a_forwarded_proposal_is_answered_with_its_committed_entry() {
     let cluster = Cluster::start(1, |_| {}).await;
     let leader = cluster.node(cluster.leader().await).clone();
     let peers = PeerClient::new(None, None).unwrap();
@@ -75,31 +88,28 @@ async fn a_forwarded_proposal_names_its_entry_only_when_asked() {
             prev_revision: None,
         }))
     };
+    let to = Target { id: 0, addr: &peer };
     let timeout = Duration::from_secs(5);
-
-    let (reply, committed): (Result<Applied, PeerFailure>, _) = peers
-        .call_noting(
-            Target { id: 0, addr: &peer },
-            "/baton/propose",
-            &put("old"),
-            timeout,
-        )
+    let committed: Result<LogId, PeerFailure> = peers
+        .call(to, paths::PROPOSE, &forwarded(put("new")), timeout)
         .await
         .unwrap();
-    assert!(reply.is_ok(), "{reply:?}");
-    assert_eq!(committed, None);
-
-    let path = format!("/baton/propose?from={}&notice=1", leader.id());
-    let (reply, committed): (Result<Applied, PeerFailure>, _) = peers
-        .call_noting(Target { id: 0, addr: &peer }, &path, &put("new"), timeout)
-        .await
-        .unwrap();
-    assert!(reply.is_ok(), "{reply:?}");
-    let committed = committed.expect("the answer names the entry");
+    let committed = committed.unwrap();
     let status = leader.status();
     assert_eq!(committed.index, status.applied_index);
     assert_eq!(committed.leader_id.term, status.term);
     assert_eq!(committed.leader_id.node_id, leader.id());
+    assert_eq!(leader.answer_waits(), 0, "the leader waits for nobody");
+
+    let mut own = forwarded(put("own"));
+    own.id.node = leader.id();
+    let refused: Result<LogId, PeerFailure> =
+        peers.call(to, paths::PROPOSE, &own, timeout).await.unwrap();
+    assert!(
+        matches!(refused, Err(PeerFailure::Invalid(_))),
+        "{refused:?}"
+    );
+    assert_eq!(leader.status().applied_index, committed.index);
     cluster.shutdown().await;
 }
 
@@ -129,10 +139,10 @@ async fn with_auth_on_a_proposal_without_a_principal_is_refused_on_the_peer_port
     // No secret: refused before anything is decoded.
     let open = PeerClient::new(None, None).unwrap();
     let err = open
-        .call::<_, Result<Applied, PeerFailure>>(
+        .call::<_, Result<LogId, PeerFailure>>(
             to,
-            "/baton/propose",
-            &Proposal::from(put.clone()),
+            paths::PROPOSE,
+            &forwarded(Proposal::from(put.clone())),
             timeout,
         )
         .await
@@ -143,8 +153,13 @@ async fn with_auth_on_a_proposal_without_a_principal_is_refused_on_the_peer_port
     );
     // The secret but no principal: refused.
     let member = PeerClient::new(Some(SECRET.into()), None).unwrap();
-    let reply: Result<Applied, PeerFailure> = member
-        .call(to, "/baton/propose", &Proposal::from(put.clone()), timeout)
+    let reply: Result<LogId, PeerFailure> = member
+        .call(
+            to,
+            paths::PROPOSE,
+            &forwarded(Proposal::from(put.clone())),
+            timeout,
+        )
         .await
         .unwrap();
     assert!(matches!(reply, Err(PeerFailure::Invalid(_))), "{reply:?}");
@@ -158,8 +173,8 @@ async fn with_auth_on_a_proposal_without_a_principal_is_refused_on_the_peer_port
         }),
         ..Proposal::from(put)
     };
-    let reply: Result<Applied, PeerFailure> = member
-        .call(to, "/baton/propose", &named, timeout)
+    let reply: Result<LogId, PeerFailure> = member
+        .call(to, paths::PROPOSE, &forwarded(named), timeout)
         .await
         .unwrap();
     assert!(reply.is_ok(), "{reply:?}");

@@ -5,10 +5,10 @@
 //! instead of hammering a dead peer.
 
 use super::link::{IdleLinks, PeerLink};
-use super::{Target, committed_in};
+use super::{Target, paths};
 use crate::codec;
 use crate::tls::PeerTls;
-use crate::types::{LogId, NodeAddr, NodeId, RpcError, TypeConfig};
+use crate::types::{NodeAddr, NodeId, RpcError, TypeConfig};
 use openraft::error::{InstallSnapshotError, NetworkError, RaftError, RemoteError, Unreachable};
 use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
@@ -127,25 +127,10 @@ impl PeerClient {
         body: &Req,
         timeout: Duration,
     ) -> Result<Resp, PeerError> {
-        Ok(self.call_noting(to, path, body, timeout).await?.0)
-    }
-
-    /// [`call`](Self::call), with the committed entry the reply's [`COMMITTED_HEADER`]
-    /// names, if it names one.
-    pub async fn call_noting<Req: Serialize, Resp: DeserializeOwned>(
-        &self,
-        to: Target<'_>,
-        path: &str,
-        body: &Req,
-        timeout: Duration,
-    ) -> Result<(Resp, Option<LogId>), PeerError> {
         let bytes = codec::encode(body).map_err(|e| PeerError::Network(e.to_string()))?;
         let mut link = PeerLink::new(self.clone(), to);
-        let (headers, body) = link.call_with_headers(path, bytes, timeout).await?;
-        let committed = committed_in(&headers);
-        let reply =
-            codec::decode(&body).map_err(|e| PeerError::Network(format!("decode reply: {e}")))?;
-        Ok((reply, committed))
+        let body = link.call(path, bytes, timeout).await?;
+        codec::decode(&body).map_err(|e| PeerError::Network(format!("decode reply: {e}")))
     }
 }
 
@@ -219,7 +204,7 @@ impl RaftNetwork<TypeConfig> for PeerConn {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RpcError> {
-        self.rpc("/raft/append", &rpc, &option).await
+        self.rpc(paths::APPEND, &rpc, &option).await
     }
 
     async fn install_snapshot(
@@ -227,7 +212,7 @@ impl RaftNetwork<TypeConfig> for PeerConn {
         rpc: InstallSnapshotRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<InstallSnapshotResponse<NodeId>, RpcError<InstallSnapshotError>> {
-        self.rpc("/raft/snapshot", &rpc, &option).await
+        self.rpc(paths::SNAPSHOT, &rpc, &option).await
     }
 
     async fn vote(
@@ -235,7 +220,7 @@ impl RaftNetwork<TypeConfig> for PeerConn {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RpcError> {
-        self.rpc("/raft/vote", &rpc, &option).await
+        self.rpc(paths::VOTE, &rpc, &option).await
     }
 
     fn backoff(&self) -> Backoff {

@@ -14,7 +14,6 @@ use crate::types::NodeId;
 use bytes::Bytes;
 use futures_util::FutureExt;
 use http_body_util::{BodyExt, Full};
-use hyper::HeaderMap;
 use hyper::body::Incoming;
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
@@ -116,16 +115,6 @@ impl PeerLink {
         body: Vec<u8>,
         timeout: Duration,
     ) -> Result<Bytes, PeerError> {
-        Ok(self.call_with_headers(path, body, timeout).await?.1)
-    }
-
-    /// [`call`](Self::call), with the reply's headers.
-    pub(crate) async fn call_with_headers(
-        &mut self,
-        path: &str,
-        body: Vec<u8>,
-        timeout: Duration,
-    ) -> Result<(HeaderMap, Bytes), PeerError> {
         let result = match tokio::time::timeout(timeout, self.exchange(path, body)).await {
             Ok(result) => result,
             Err(_) => Err(PeerError::Network(format!(
@@ -140,9 +129,9 @@ impl PeerLink {
     }
 
     /// Sends a POST of `body` to `path` and returns the answer's head and its body, not
-    /// read yet: [`read`](Self::read) reads it (decision #146). A failure closes the
-    /// connection; so does dropping the body before its end (hyper does not reuse it).
-    pub(crate) async fn send(
+    /// read yet: [`read`](Self::read) reads it. A failure closes the connection; so does
+    /// dropping the body before its end (hyper does not reuse it).
+    async fn send(
         &mut self,
         path: &str,
         body: Vec<u8>,
@@ -178,7 +167,7 @@ impl PeerLink {
 
     /// The next piece of an answer's `body` from [`send`](Self::send), while driving the
     /// connection; `None` at its end. A failure closes the connection.
-    pub(crate) async fn read(&mut self, body: &mut Incoming) -> Result<Option<Bytes>, PeerError> {
+    async fn read(&mut self, body: &mut Incoming) -> Result<Option<Bytes>, PeerError> {
         let result = async {
             let Some(Open { driver, .. }) = self.open.as_mut() else {
                 return Err(PeerError::Network("no connection".to_owned()));
@@ -238,18 +227,14 @@ impl PeerLink {
         Ok(request)
     }
 
-    async fn exchange(
-        &mut self,
-        path: &str,
-        body: Vec<u8>,
-    ) -> Result<(HeaderMap, Bytes), PeerError> {
-        let (parts, mut body) = self.send(path, body).await?;
-        Ok((parts.headers, self.read_to_end(&mut body).await?))
+    async fn exchange(&mut self, path: &str, body: Vec<u8>) -> Result<Bytes, PeerError> {
+        let (_, mut body) = self.send(path, body).await?;
+        self.read_to_end(&mut body).await
     }
 
     /// The rest of an answer's `body` from [`send`](Self::send), in one piece (without a
     /// copy when it came in one, as small answers do).
-    pub(crate) async fn read_to_end(&mut self, body: &mut Incoming) -> Result<Bytes, PeerError> {
+    async fn read_to_end(&mut self, body: &mut Incoming) -> Result<Bytes, PeerError> {
         let Some(first) = self.read(body).await? else {
             return Ok(Bytes::new());
         };
@@ -519,34 +504,28 @@ mod tests {
         server.abort();
     }
 
-    /// Calls made the way a node forwards requests (`PeerClient::call_noting`, a link per
-    /// call since decision #135): sixteen at once, then sixteen more, and the second round
-    /// runs on connections the first one left; each answer brings back the committed entry
-    /// its header names.
+    /// Calls made the way a node forwards requests (`PeerClient::call`, a link per call
+    /// since decision #135): sixteen at once, then sixteen more, and the second round runs
+    /// on connections the first one left.
     #[tokio::test]
-    async fn calls_at_once_share_connections_and_bring_back_the_committed_entry() {
-        use crate::network::{COMMITTED_HEADER, parse_log_id};
+    async fn calls_at_once_share_connections() {
         let app = Router::new().route(
             "/who",
             post(
                 |axum::extract::ConnectInfo(from): axum::extract::ConnectInfo<SocketAddr>| async move {
-                    let body = crate::codec::encode(&from.to_string()).unwrap();
-                    ([(COMMITTED_HEADER, "3-1-7")], body)
+                    crate::codec::encode(&from.to_string()).unwrap()
                 },
             ),
         );
         let (addr, server) = serve_with_addresses(app).await;
         let client = PeerClient::new(None, None).unwrap();
-        let committed = parse_log_id("3-1-7");
         let round = || async {
             let calls = (0..16).map(|_| {
-                client.call_noting::<(), String>(Target { id: 0, addr: &addr }, "/who", &(), SECOND)
+                client.call::<(), String>(Target { id: 0, addr: &addr }, "/who", &(), SECOND)
             });
             let mut callers = std::collections::BTreeSet::new();
             for answer in futures_util::future::join_all(calls).await {
-                let (from, named) = answer.unwrap();
-                assert_eq!(named, committed);
-                callers.insert(from);
+                callers.insert(answer.unwrap());
             }
             callers
         };

@@ -8,8 +8,7 @@
 use super::flusher::Flusher;
 use crate::codec;
 use crate::error::NodeError;
-use crate::types::{Entry, FlushedAt, LogId, NodeId, StorageError, TypeConfig, Vote};
-use openraft::EntryPayload;
+use crate::types::{Entry, LogId, NodeId, StorageError, TypeConfig, Vote};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{RaftLogReader, StorageIOError};
 use std::fmt::Debug;
@@ -436,15 +435,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let mut kept = Vec::new();
         let mut kept_bytes = 0;
         let mut leader = None;
-        let mut told = Vec::new();
         for entry in entries {
             leader.get_or_insert(entry.log_id.leader_id.node_id);
-            if let EntryPayload::Normal(batch) = &entry.payload {
-                let waiting = batch.notices.take();
-                if !waiting.is_empty() {
-                    told.push((entry.log_id, waiting));
-                }
-            }
             let bytes = codec::encode(&entry).map_err(|e| StorageIOError::write_logs(&e))?;
             kept_bytes += bytes.len();
             self.tree
@@ -474,17 +466,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // leader counts its own copy. The flush runs on a worker of this node (#133): with
         // other voters once the entries have gone out to them (#132); alone, this flush is
         // the commit, and it runs as soon as the worker is free.
-        // Proposals forwarded by a follower learn of the flush too: with it, that follower
-        // may commit their entry once it holds it itself (decision #146).
         let replicating = self.replicating.load(Ordering::Relaxed);
         self.flusher.flush_queued(replicating, move |flushed| {
-            if flushed.is_ok() {
-                for (log_id, waiting) in told {
-                    for (slot, to) in waiting {
-                        let _ = to.send(FlushedAt { log_id, slot });
-                    }
-                }
-            }
             callback.log_io_completed(flushed)
         });
         Ok(())

@@ -3,6 +3,8 @@
 //!   `0x00|name` and `0x01|big-endian index` (byte order = numeric order).
 //! - `snapshot`: the current snapshot (`meta`, `data`), written in one batch.
 //!
+//! The apply answers this node's waiting requests (`waiting.rs`), and nothing else does.
+//!
 //! The state machine lives in memory and is rebuilt on start from the last snapshot plus
 //! the committed entries after it, which openraft re-applies (`read_committed`). So an
 //! entry is never lost (it is in the flushed log) and never applied twice (the snapshot
@@ -14,9 +16,9 @@ mod flusher;
 mod lease_records;
 mod log_store;
 mod observers;
-mod result_waits;
 mod sm_store;
 mod snapshot_files;
+mod waiting;
 
 pub use claim_waits::ClaimWait;
 #[cfg(feature = "unsafe-test-hooks")]
@@ -27,6 +29,8 @@ pub use log_store::LogStore;
 pub use log_store::lose_log_after;
 pub use observers::{ApplyObserver, Observing};
 pub use sm_store::{AppliedBatch, AppliedProgress, SmShared, SmStore};
+pub(crate) use waiting::Wait;
+pub use waiting::Waiting;
 
 use crate::error::NodeError;
 use std::path::Path;
@@ -83,19 +87,23 @@ fn is_locked(e: &sled::Error) -> bool {
 }
 
 /// Opens both stores on one database in `data_dir` (snapshot files go beside it); a fresh
-/// state machine gets the default bounds.
+/// state machine gets the default bounds, and no request waits for its applies (storage
+/// tests).
 pub fn open(db: &sled::Db, data_dir: &Path) -> Result<(LogStore, SmStore), NodeError> {
-    open_with(db, data_dir, baton_state_machine::Bounds::default())
+    let nobody = std::sync::Arc::new(Waiting::new(0, 1));
+    open_with(db, data_dir, baton_state_machine::Bounds::default(), nobody)
 }
 
-/// Opens both stores; `bounds` shape a fresh state machine (a snapshot keeps its own).
+/// Opens both stores; `bounds` shape a fresh state machine (a snapshot keeps its own), and
+/// the apply answers the requests of `waiting`.
 pub fn open_with(
     db: &sled::Db,
     data_dir: &Path,
     bounds: baton_state_machine::Bounds,
+    waiting: std::sync::Arc<Waiting>,
 ) -> Result<(LogStore, SmStore), NodeError> {
     let log = LogStore::open(db.clone())?;
-    let sm = SmStore::open(db.clone(), data_dir, bounds)?;
+    let sm = SmStore::open(db.clone(), data_dir, bounds, waiting)?;
     Ok((log, sm))
 }
 

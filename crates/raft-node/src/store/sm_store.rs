@@ -6,23 +6,23 @@ use super::claim_waits::{ClaimWait, ClaimWaits};
 use super::crash::CrashHooks;
 use super::lease_records::LeaseRecords;
 use super::observers::{ApplyObserver, Observers, Observing, ProgressAlarm};
-use super::result_waits::ResultWaits;
 use super::snapshot_files::{SnapshotFiles, Written};
+use super::waiting::Waiting;
 use crate::codec;
 use crate::error::NodeError;
 use crate::types::{
-    BatchReply, Entry, FlushedAt, LogId, NodeId, Snapshot, SnapshotMeta, StorageError,
-    StoredMembership, TypeConfig,
+    BatchReply, Entry, LogId, NodeId, Snapshot, SnapshotMeta, StorageError, StoredMembership,
+    TypeConfig,
 };
 use crate::worker::clock_now;
-use baton_state_machine::{Applied, Command, Event, ResourceId, Revision, StateMachine};
+use baton_state_machine::{Command, Event, ResourceId, Revision, StateMachine};
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
 use std::io::{Cursor, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use tokio::sync::{broadcast, oneshot, watch};
+use tokio::sync::{broadcast, watch};
 
 const SNAPSHOT_META_KEY: &[u8] = b"meta";
 /// The current snapshot's file name (in the `snapshots` directory).
@@ -75,8 +75,11 @@ pub struct SmShared {
     observers: Arc<Observers>,
     /// Wakes the snapshot pacer once progress reaches its marks.
     alarm: ProgressAlarm,
-    /// Forwarded proposals waiting for their result from this node's apply (#146).
-    results: ResultWaits,
+    /// This node's requests waiting for their result, answered by the apply alone.
+    waiting: Arc<Waiting>,
+    /// The last index a snapshot install brought (0: none): a request whose entry it
+    /// covered is never answered by an apply.
+    installed: watch::Sender<u64>,
     /// Test-only: the lock taken before each apply.
     #[cfg(feature = "unsafe-test-hooks")]
     pub(crate) apply_gate: super::FlushGate,
@@ -121,12 +124,14 @@ impl SmShared {
         self.claim_waits.register(resource, enqueued)
     }
 
-    /// The result this node's apply gives the proposal at `at`, if that entry is not
-    /// applied yet; `None` if it is (or another entry was applied at its index).
-    pub(crate) fn await_result(&self, at: FlushedAt) -> Option<oneshot::Receiver<Applied>> {
-        let state = self.read();
-        let applied = state.last_applied.map_or(0, |l| l.index);
-        (at.log_id.index > applied).then(|| self.results.register(at))
+    /// The registry of this node's requests waiting for their result.
+    pub fn waiting(&self) -> &Arc<Waiting> {
+        &self.waiting
+    }
+
+    /// The last index a snapshot install brought to this node.
+    pub(crate) fn installed(&self) -> watch::Receiver<u64> {
+        self.installed.subscribe()
     }
 
     /// Registers `observer` for every applied batch until the handle is dropped.
@@ -161,6 +166,7 @@ impl SmStore {
         db: sled::Db,
         data_dir: &Path,
         bounds: baton_state_machine::Bounds,
+        waiting: Arc<Waiting>,
     ) -> Result<SmStore, NodeError> {
         let snapshots = db
             .open_tree("snapshot")
@@ -200,7 +206,8 @@ impl SmStore {
             claim_waits: Arc::default(),
             observers: Arc::default(),
             alarm: ProgressAlarm::new(progress),
-            results: ResultWaits::default(),
+            waiting,
+            installed: watch::channel(0).0,
             #[cfg(feature = "unsafe-test-hooks")]
             apply_gate: super::FlushGate::default(),
         });
@@ -373,71 +380,56 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         let _stalled = self.shared.apply_gate.clone().lock_owned().await;
         let mut replies = Vec::new();
         let mut events = Vec::new();
-        // Results that go straight to this node's callers (decision #147).
-        let mut answering = Vec::new();
+        // The results of this node's own requests, for the registry (nobody else's).
+        let mut answers = Vec::new();
+        let waiting = &self.shared.waiting;
+        let anyone_waits = !waiting.is_empty();
         let mut commands = self.shared.progress.borrow().commands;
-        let (progress, answered) = {
+        let progress = {
             let mut state = self.shared.write();
-            let mut waits = self.shared.results.take();
             let now = clock_now();
             for entry in entries {
                 state.last_applied = Some(entry.log_id);
                 let term = entry.log_id.leader_id.term;
                 state.records.entry(term, now);
-                let mut callers = Vec::new();
-                let mut reply = match entry.payload {
-                    EntryPayload::Blank => BatchReply::default(),
+                match entry.payload {
+                    EntryPayload::Blank => {}
                     EntryPayload::Normal(batch) => {
-                        callers = batch.callers.take();
                         commands += batch.proposals.len() as u64;
                         let SmState {
                             machine, records, ..
                         } = &mut *state;
-                        let applied: Vec<_> = batch
-                            .proposals
-                            .into_iter()
-                            .map(|p| {
-                                let checkpointed = match &p.command {
-                                    Command::LeaseCheckpoint(c) => {
-                                        c.remaining_ms.iter().map(|(l, _)| *l).collect()
-                                    }
-                                    _ => Vec::new(),
-                                };
-                                let applied = machine.apply(p);
-                                // After the apply: the state says which were reset.
-                                records.checkpoint(checkpointed, machine, term, now);
-                                for e in &applied.events {
-                                    records.event(&e.kind, term);
+                        for (id, p) in batch.proposals {
+                            let checkpointed = match &p.command {
+                                Command::LeaseCheckpoint(c) => {
+                                    c.remaining_ms.iter().map(|(l, _)| *l).collect()
                                 }
-                                applied
-                            })
-                            .collect();
-                        events.extend(applied.iter().flat_map(|a| a.events.iter().cloned()));
-                        BatchReply { applied }
+                                _ => Vec::new(),
+                            };
+                            let applied = machine.apply(p);
+                            // After the apply: the state says which were reset.
+                            records.checkpoint(checkpointed, machine, term, now);
+                            for e in &applied.events {
+                                records.event(&e.kind, term);
+                            }
+                            events.extend(applied.events.iter().cloned());
+                            if anyone_waits && waiting.is_mine(&id) {
+                                answers.push((id.seq, (applied, entry.log_id)));
+                            }
+                        }
                     }
                     EntryPayload::Membership(m) => {
                         state.membership = StoredMembership::new(Some(entry.log_id), m);
-                        BatchReply::default()
                     }
-                };
-                if !waits.is_empty() {
-                    waits.applied(entry.log_id, &reply);
                 }
-                if !callers.is_empty() {
-                    // openraft's own answer then carries no results: the proposer finds
-                    // nobody left to answer.
-                    answering.push((callers, std::mem::take(&mut reply.applied), entry.log_id));
-                }
-                replies.push(reply);
+                replies.push(BatchReply);
                 self.crash.applied(entry.log_id.index);
             }
-            let log_index = state.last_applied.map_or(0, |l| l.index);
-            let progress = AppliedProgress {
-                log_index,
+            AppliedProgress {
+                log_index: state.last_applied.map_or(0, |l| l.index),
                 revision: state.machine.revision(),
                 commands,
-            };
-            (progress, self.shared.results.keep(waits, log_index))
+            }
         };
         if !events.is_empty() {
             self.shared.claim_waits.wake(&events);
@@ -450,17 +442,9 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             let _ = self.shared.events.send(batch);
         }
         self.shared.publish(progress);
-        for (waiting, applied) in answered {
-            // The forwarder may have had its answer from the leader first.
-            let _ = waiting.send(applied);
-        }
-        for (callers, applied, log_id) in answering {
-            // One result per proposal, in the batch's order. A caller that gave up is
-            // fine.
-            for (caller, one) in callers.into_iter().zip(applied) {
-                let _ = caller.send(Ok((one, log_id)));
-            }
-        }
+        // After the progress: an answered caller finds its write in every view of this
+        // node (its state, its applied index).
+        waiting.answer(answers);
         Ok(replies)
     }
 
@@ -519,6 +503,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         self.shared.claim_waits.wake_all();
         self.shared.observers.replaced();
         self.shared.publish(progress);
+        self.shared.installed.send_replace(progress.log_index);
         Ok(())
     }
 
@@ -540,55 +525,54 @@ fn last_term(meta: &SnapshotMeta) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{Batch, Callers, FlushNotices};
+    use crate::types::{Batch, RequestId};
     use baton_state_machine::{LeaseGrant, Proposal};
-    use tokio::sync::oneshot;
 
-    /// An entry at `index` of two lease grants, whose callers (if any) are `callers`.
-    fn grants(index: u64, callers: Callers) -> Entry {
+    /// An entry at `index` of two lease grants, from the requests `ids`.
+    fn grants(index: u64, ids: [RequestId; 2]) -> Entry {
         let grant = Proposal::from(Command::LeaseGrant(LeaseGrant { ttl_ms: 5_000 }));
         Entry {
             log_id: LogId::new(openraft::CommittedLeaderId::new(1, 1), index),
             payload: EntryPayload::Normal(Batch {
-                proposals: vec![grant.clone(), grant],
-                notices: FlushNotices::default(),
-                callers,
+                proposals: ids.into_iter().map(|id| (id, grant.clone())).collect(),
             }),
         }
     }
 
-    /// The apply hands each result of an entry that carries its callers to its caller,
-    /// in the batch's order, and leaves openraft's reply of that entry empty; an entry
-    /// without callers (one read back from the disk) keeps its results in the reply.
+    /// The apply answers the waits of this node's own requests, each with its own result,
+    /// and nobody for the requests of another node or of an earlier run of this one.
     #[tokio::test]
-    async fn the_apply_answers_the_callers_an_entry_carries() {
+    async fn the_apply_answers_this_nodes_requests_only() {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = crate::store::open_db(dir.path(), 8 << 20)
             .await
             .expect("open");
-        let (_log, mut sm) = crate::store::open(&db, dir.path()).expect("stores");
-        let ((first, first_answer), (second, second_answer)) =
-            (oneshot::channel(), oneshot::channel());
-        let callers = Callers::new(vec![first, second]);
-        let carried = grants(1, callers.clone());
-        let replies = sm
-            .apply([carried.clone(), grants(2, Callers::default())])
+        let waiting = Arc::new(Waiting::new(1, 9));
+        let (_log, mut sm) = crate::store::open_with(
+            &db,
+            dir.path(),
+            baton_state_machine::Bounds::default(),
+            waiting.clone(),
+        )
+        .expect("stores");
+        let (mut first, mut second) = (waiting.register(), waiting.register());
+        let other_node = RequestId {
+            node: 2,
+            ..first.id()
+        };
+        let earlier_run = RequestId {
+            incarnation: 8,
+            ..second.id()
+        };
+        let mine = grants(1, [first.id(), second.id()]);
+        sm.apply([mine.clone(), grants(2, [other_node, earlier_run])])
             .await
             .expect("apply");
-        assert!(replies[0].applied.is_empty(), "{:?}", replies[0]);
-        assert_eq!(replies[1].applied.len(), 2, "{:?}", replies[1]);
-        let first = first_answer.await.expect("answered").expect("applied");
-        let second = second_answer.await.expect("answered").expect("applied");
-        assert_eq!((first.1, second.1), (carried.log_id, carried.log_id));
-        let revisions: Vec<_> = [&first.0, &second.0]
-            .into_iter()
-            .chain(&replies[1].applied)
-            .map(|a| a.revision)
-            .collect();
-        assert!(
-            revisions.windows(2).all(|w| w[0] < w[1]),
-            "each caller has its own grant, in order: {revisions:?}"
-        );
-        assert!(callers.take().is_empty(), "the callers are taken once");
+        let (first, first_at) = first.try_answered().expect("answered");
+        let (second, second_at) = second.try_answered().expect("answered");
+        assert_eq!((first_at, second_at), (mine.log_id, mine.log_id));
+        assert!(first.revision < second.revision, "each has its own grant");
+        assert!(waiting.is_empty());
+        assert_eq!(sm.shared().progress().borrow().log_index, 2);
     }
 }

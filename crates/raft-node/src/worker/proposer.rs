@@ -1,23 +1,25 @@
 //! Group commit. openraft 0.9 writes and flushes one entry per `client_write`, so the
 //! proposer gathers queued proposals into one `Batch` entry (bounded by count and bytes)
-//! and keeps up to `batches_in_flight_max` entries in flight. Each caller gets its own
-//! proposal's `Applied`.
+//! and keeps up to `batches_in_flight_max` entries in flight.
+//!
+//! The proposer never hands out a result: each proposal carries the id of the request
+//! waiting for it, and the apply answers that request (`store::waiting`). The proposer
+//! tells each proposal's submitter only where its entry landed, from openraft's answer:
+//! the committed log id, or why there is none (not the leader, or outcome unknown).
 //!
 //! openraft answers an entry when it applies it or truncates it, and never when a snapshot
 //! install covers it: the uncommitted entries of a leader that was cut off, then caught up
 //! through a snapshot, are never answered (bug #5). So an entry in flight holds its place in
-//! the pipeline for at most `answer_within`; its callers then learn that its outcome is
+//! the pipeline for at most `answer_within`; its submitters then learn that its outcome is
 //! unknown (it may still commit, as after any timeout).
 //!
 //! Owns: the proposal queue. Woken by: a proposal arriving, a batch completing or timing
-//! out. Stops: when the node's token is cancelled; queued callers then get `Stopped`.
+//! out. Stops: when the node's token is cancelled; queued submitters then get `Stopped`.
 
 use crate::error::NodeError;
 use crate::stats::NodeStats;
-use crate::types::{
-    Batch, Callers, ClientWriteError, FlushNotices, FlushedAt, LogId, Raft, TypeConfig,
-};
-use baton_state_machine::{Applied, Proposal};
+use crate::types::{Batch, ClientWriteError, LogId, Raft, RequestId, TypeConfig};
+use baton_state_machine::Proposal;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,23 +46,23 @@ impl Log for Raft {
     }
 }
 
-/// A proposal's own outcome and the id of the entry that carried it.
-pub(crate) type Answer = Result<(Applied, LogId), NodeError>;
+/// Where a proposal's entry landed: committed and applied at that log id, or why not.
+pub(crate) type Landed = Result<LogId, NodeError>;
 
-/// A proposal waiting for its entry, and where its answer goes.
+/// A proposal waiting for its entry.
 pub(crate) struct Pending {
+    /// The request that waits for its result (on this node or on the follower that
+    /// forwarded it).
+    pub(crate) id: RequestId,
     /// The proposal.
     pub(crate) proposal: Proposal,
     /// Its encoded size, counted against `BatchBounds::bytes_max`.
     pub(crate) bytes: usize,
-    /// Where its own `Applied` and its entry's log id (or why there is none) go.
-    pub(crate) reply: oneshot::Sender<Answer>,
+    /// Where its entry's fate goes.
+    pub(crate) landed: oneshot::Sender<Landed>,
     /// It is an acquire that will only join a queue (`StateMachine::joins_queue`): it may
     /// wait up to `BatchBounds::queue_join_hold` for company.
     pub(crate) joins_queue: bool,
-    /// Where to tell the entry's log id and this proposal's place in it once this node,
-    /// as leader, has flushed the entry (a proposal a follower forwarded, decision #146).
-    pub(crate) flushed: Option<oneshot::Sender<FlushedAt>>,
 }
 
 /// Bounds of one batch and of the pipeline.
@@ -132,30 +134,16 @@ pub(crate) async fn run<L: Log>(
                 }
             }
         }
-        let mut waiting = Vec::new();
         let mut proposals = Vec::with_capacity(batch.len());
-        let mut replies = Vec::with_capacity(batch.len());
-        for (slot, p) in batch.into_iter().enumerate() {
-            if let Some(flushed) = p.flushed {
-                waiting.push((slot as u32, flushed));
-            }
-            proposals.push(p.proposal);
-            replies.push(p.reply);
+        let mut landed = Vec::with_capacity(batch.len());
+        for p in batch {
+            proposals.push((p.id, p.proposal));
+            landed.push(p.landed);
         }
         tracing::trace!(proposals = proposals.len(), bytes, "proposing a batch");
         stats.proposals_per_entry.observe(proposals.len() as f64);
         let started = std::time::Instant::now();
-        // The apply of this node's own copy of the entry answers the callers as soon as
-        // it has their results; openraft's answer, later, then finds nobody left
-        // (decision #147). It answers them itself when the apply read a copy without
-        // them, and on every failure.
-        let callers = Callers::new(replies);
-        let batch = Batch {
-            proposals,
-            notices: FlushNotices::new(waiting),
-            callers: callers.clone(),
-        };
-        match log.write(batch).await {
+        match log.write(Batch { proposals }).await {
             Ok(receiver) => {
                 let within = bounds.answer_within;
                 let commit_seconds = stats.commit_seconds.clone();
@@ -164,14 +152,14 @@ pub(crate) async fn run<L: Log>(
                     if matches!(outcome, Some(Ok(Ok(_)))) {
                         commit_seconds.observe(started.elapsed().as_secs_f64());
                     }
-                    distribute(outcome, within, callers.take());
+                    report(outcome, within, landed);
                     drop(permit);
                 });
             }
             Err(fatal) => {
                 tracing::warn!(%fatal, "raft stopped; refusing proposals");
-                for reply in callers.take() {
-                    let _ = reply.send(Err(NodeError::Stopped));
+                for to in landed {
+                    let _ = to.send(Err(NodeError::Stopped));
                 }
                 break;
             }
@@ -205,66 +193,39 @@ fn admit(
 }
 
 fn stop(pending: Pending) {
-    let _ = pending.reply.send(Err(NodeError::Stopped));
+    let _ = pending.landed.send(Err(NodeError::Stopped));
 }
 
 /// An entry's answer, `None` if none came in time.
 type WriteOutcome = Option<Result<WriteAnswer, oneshot::error::RecvError>>;
 
-/// Answers `replies` (those the apply has not answered) from the entry's `outcome`.
-fn distribute(outcome: WriteOutcome, within: Duration, replies: Vec<oneshot::Sender<Answer>>) {
-    if replies.is_empty() {
-        return;
-    }
-    let Some(outcome) = outcome else {
-        tracing::warn!(
-            proposals = replies.len(),
-            within_ms = within.as_millis() as u64,
-            "raft did not answer an entry in time; its outcome is unknown"
-        );
-        for reply in replies {
-            let _ = reply.send(Err(NodeError::Indeterminate(format!(
+/// Tells each submitter of an entry where it landed, from openraft's `outcome`.
+fn report(outcome: WriteOutcome, within: Duration, landed: Vec<oneshot::Sender<Landed>>) {
+    let fate = match outcome {
+        Some(Ok(Ok(response))) => Ok(response.log_id),
+        Some(Ok(Err(ClientWriteError::ForwardToLeader(f)))) => Err(NodeError::ForwardToLeader {
+            leader: f.leader_id.zip(f.leader_node),
+        }),
+        Some(Ok(Err(other))) => Err(NodeError::Indeterminate(other.to_string())),
+        // Raft dropped the responder: the entry may still commit elsewhere.
+        Some(Err(_)) => Err(NodeError::Indeterminate(
+            "raft dropped the write before answering".into(),
+        )),
+        None => {
+            tracing::warn!(
+                proposals = landed.len(),
+                within_ms = within.as_millis() as u64,
+                "raft did not answer an entry in time; its outcome is unknown"
+            );
+            Err(NodeError::Indeterminate(format!(
                 "raft did not answer the entry within {} ms",
                 within.as_millis()
-            ))));
+            )))
         }
-        return;
     };
-    match outcome {
-        Ok(Ok(response)) => {
-            let log_id = response.log_id;
-            let applied = response.data.applied;
-            debug_assert_eq!(applied.len(), replies.len(), "one reply per proposal");
-            let mut applied = applied.into_iter();
-            for reply in replies {
-                let result = applied
-                    .next()
-                    .map(|one| (one, log_id))
-                    .ok_or_else(|| NodeError::Indeterminate("the entry's reply is missing".into()));
-                let _ = reply.send(result);
-            }
-        }
-        Ok(Err(ClientWriteError::ForwardToLeader(f))) => {
-            let leader = f.leader_id.zip(f.leader_node);
-            for reply in replies {
-                let _ = reply.send(Err(NodeError::ForwardToLeader {
-                    leader: leader.clone(),
-                }));
-            }
-        }
-        Ok(Err(other)) => {
-            for reply in replies {
-                let _ = reply.send(Err(NodeError::Indeterminate(other.to_string())));
-            }
-        }
-        Err(_) => {
-            // Raft dropped the responder: the entry may still commit elsewhere.
-            for reply in replies {
-                let _ = reply.send(Err(NodeError::Indeterminate(
-                    "raft dropped the write before answering".into(),
-                )));
-            }
-        }
+    for to in landed {
+        // A submitter that gave up is fine.
+        let _ = to.send(fate.clone());
     }
 }
 
@@ -330,81 +291,55 @@ mod tests {
         }
     }
 
-    fn propose(queue: &mpsc::Sender<Pending>) -> oneshot::Receiver<Answer> {
+    fn propose(queue: &mpsc::Sender<Pending>) -> oneshot::Receiver<Landed> {
         propose_as(queue, false)
     }
 
-    fn propose_as(queue: &mpsc::Sender<Pending>, joins_queue: bool) -> oneshot::Receiver<Answer> {
-        let (reply, answer) = oneshot::channel();
+    fn propose_as(queue: &mpsc::Sender<Pending>, joins_queue: bool) -> oneshot::Receiver<Landed> {
+        let (landed, fate) = oneshot::channel();
         let proposal = Proposal::from(Command::LeaseGrant(LeaseGrant { ttl_ms: 1_000 }));
         queue
             .try_send(Pending {
-                flushed: None,
+                id: RequestId::NOBODY,
                 proposal,
                 bytes: 8,
-                reply,
+                landed,
                 joins_queue,
             })
             .expect("room in the queue");
-        answer
+        fate
     }
 
-    /// A log that applies each entry at once as this node's state machine would: with
-    /// `by_apply`, the apply takes the entry's callers and answers them, and openraft's
-    /// answer carries no results; without, the apply saw a copy without callers and
-    /// openraft's answer carries them.
-    struct Applying {
-        by_apply: bool,
-    }
+    /// A log that commits each entry at once at index 7.
+    struct Committing;
 
-    impl Log for Applying {
+    impl Log for Committing {
         fn write(
             &self,
-            batch: Batch,
+            _batch: Batch,
         ) -> impl Future<Output = Result<oneshot::Receiver<WriteAnswer>, String>> + Send {
             let (tx, rx) = oneshot::channel();
-            let log_id = LogId::new(openraft::CommittedLeaderId::new(1, 1), 7);
-            let mut machine = baton_state_machine::StateMachine::default();
-            let mut applied: Vec<_> = batch
-                .proposals
-                .into_iter()
-                .map(|p| machine.apply(p))
-                .collect();
-            if self.by_apply {
-                for (caller, one) in batch.callers.take().into_iter().zip(applied.drain(..)) {
-                    let _ = caller.send(Ok((one, log_id)));
-                }
-            }
             let _ = tx.send(Ok(openraft::raft::ClientWriteResponse {
-                log_id,
-                data: crate::types::BatchReply { applied },
+                log_id: LogId::new(openraft::CommittedLeaderId::new(1, 1), 7),
+                data: crate::types::BatchReply,
                 membership: None,
             }));
             async move { Ok(rx) }
         }
     }
 
-    /// Each caller gets its own result exactly once, whether the apply answered it or
-    /// openraft's answer did.
+    /// Every submitter of an entry learns where it landed.
     #[tokio::test]
-    async fn callers_are_answered_once_by_the_apply_or_else_by_openraft() {
-        for by_apply in [true, false] {
-            let (queue, cancel, task) = start(Applying { by_apply });
-            // Both are queued before the proposer first runs (one thread): one entry.
-            let answers = [propose(&queue), propose(&queue)];
-            let mut revisions = Vec::new();
-            for answer in answers {
-                let (applied, log_id) = answer
-                    .await
-                    .expect("answered")
-                    .unwrap_or_else(|e| panic!("by_apply {by_apply}: {e:?}"));
-                assert_eq!(log_id.index, 7);
-                revisions.push(applied.revision);
-            }
-            assert!(revisions[0] < revisions[1], "in order: {revisions:?}");
-            cancel.cancel();
-            task.await.expect("the proposer stops");
+    async fn each_submitter_learns_where_its_entry_landed() {
+        let (queue, cancel, task) = start(Committing);
+        // Both are queued before the proposer first runs (one thread): one entry.
+        let fates = [propose(&queue), propose(&queue)];
+        for fate in fates {
+            let log_id = fate.await.expect("told").expect("landed");
+            assert_eq!(log_id.index, 7);
         }
+        cancel.cancel();
+        task.await.expect("the proposer stops");
     }
 
     /// Long beside tokio's 1 ms timer resolution.

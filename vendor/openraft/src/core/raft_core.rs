@@ -1196,43 +1196,6 @@ where
         }
     }
 
-    /// PATCH (baton): commits what a flush notice (`Trigger::flush_notice`) shows is on a
-    /// quorum's disks: the leader's log up to `flushed`, and this follower's up to the last
-    /// entry it accepted from that leader. Only entries of that leader's term count, and
-    /// only where the two nodes are a majority of every configuration, committed and
-    /// effective. Runs between messages, when every accepted entry has been flushed (a
-    /// follower's `append_to_log` awaits its flush) unless an append is still queued
-    /// behind a postponed command: then it does nothing.
-    fn commit_flushed(&mut self, flushed: LogId<C::NodeId>) {
-        if !self.from_my_leader(&flushed) || flushed.leader_id.node_id == self.id {
-            return;
-        }
-        let unflushed = self.engine.output.iter_commands().any(|c| matches!(c, Command::AppendInputEntries { .. }));
-        if unflushed {
-            return;
-        }
-        let pair = [flushed.leader_id.node_id.clone(), self.id.clone()];
-        let majority = |c: &std::collections::BTreeSet<C::NodeId>| {
-            let present = pair.iter().filter(|id| c.contains(id)).count();
-            present * 2 > c.len()
-        };
-        let ms = &self.engine.state.membership_state;
-        let quorum = [ms.committed(), ms.effective()]
-            .iter()
-            .all(|m| m.membership().get_joint_config().iter().all(majority));
-        if !quorum {
-            return;
-        }
-        let Some(accepted) = self.engine.state.accepted().cloned() else {
-            return;
-        };
-        let leader_id = flushed.leader_id.clone();
-        let upto = std::cmp::min(accepted, flushed);
-        if upto.leader_id == leader_id {
-            self.engine.handle_commit_entries(Some(upto));
-        }
-    }
-
     // TODO: Make this method non-async. It does not need to run any async command in it.
     #[tracing::instrument(level = "debug", skip(self, msg), fields(state = debug(self.engine.state.server_state), id=display(&self.id)))]
     pub(crate) async fn handle_api_msg(&mut self, msg: RaftMsg<C>) {
@@ -1307,22 +1270,12 @@ where
                     ExternalCommand::Heartbeat => {
                         self.send_heartbeat("ExternalCommand");
                     }
-                    ExternalCommand::HeartbeatTo { target } => {
-                        // PATCH (baton): one follower only.
-                        if let Some((mut lh, _)) = self.engine.get_leader_handler_or_reject(None) {
-                            lh.send_heartbeat_to(&target);
-                        }
-                    }
                     ExternalCommand::CommitNotice { committed } => {
                         // PATCH (baton): trusted only from the leader this node follows now,
                         // which made the entry; then it is an AppendEntries' commit index.
                         if self.from_my_leader(&committed) {
                             self.commit_with_notice(None, Some(committed));
                         }
-                    }
-                    ExternalCommand::FlushNotice { flushed } => {
-                        // PATCH (baton): see `Trigger::flush_notice`.
-                        self.commit_flushed(flushed);
                     }
                     ExternalCommand::Snapshot => self.trigger_snapshot(),
                     ExternalCommand::GetSnapshot { tx } => {

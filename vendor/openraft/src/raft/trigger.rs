@@ -55,16 +55,6 @@ where C: RaftTypeConfig
         self.raft_inner.send_external_command(ExternalCommand::Heartbeat, "trigger_heartbeat").await
     }
 
-    /// PATCH (baton): trigger a heartbeat to one follower at once and return at once.
-    ///
-    /// Like [`heartbeat`](Self::heartbeat), but only `target` is sent one (if it is a
-    /// replication target of this leader); it carries the current commit index.
-    pub async fn heartbeat_to(&self, target: C::NodeId) -> Result<(), Fatal<C::NodeId>> {
-        self.raft_inner
-            .send_external_command(ExternalCommand::HeartbeatTo { target }, "trigger_heartbeat_to")
-            .await
-    }
-
     /// PATCH (baton): tell this follower that `committed` is committed, as the leader that
     /// made that entry said (in its answer to a write this node forwarded). Returns at once.
     ///
@@ -75,23 +65,6 @@ where C: RaftTypeConfig
     pub async fn commit_notice(&self, committed: LogId<C::NodeId>) -> Result<(), Fatal<C::NodeId>> {
         self.raft_inner
             .send_external_command(ExternalCommand::CommitNotice { committed }, "trigger_commit_notice")
-            .await
-    }
-
-    /// PATCH (baton): tell this follower that the leader that made the entry `flushed` has
-    /// flushed its log up to it (in the answer to a write this node forwarded). Returns at
-    /// once.
-    ///
-    /// Used only if that leader and this node are a quorum of every configuration, and
-    /// only for an entry of the leader this node follows now, with a committed vote (an
-    /// entry of an older term is not committed by being on a quorum). The follower then
-    /// commits up to `flushed` if it has accepted it from that leader, else up to the last
-    /// entry of that leader's term it has accepted, else nothing: a follower's appends are
-    /// flushed before its `RaftCore` reads its next message, so what it accepted is on its
-    /// disk, and the leader's log up to `flushed` is on the leader's.
-    pub async fn flush_notice(&self, flushed: LogId<C::NodeId>) -> Result<(), Fatal<C::NodeId>> {
-        self.raft_inner
-            .send_external_command(ExternalCommand::FlushNotice { flushed }, "trigger_flush_notice")
             .await
     }
 

@@ -20,17 +20,9 @@ pub(crate) enum ExternalCommand<C: RaftTypeConfig> {
     /// Send a heartbeat message, only if the node is leader, or it will be ignored.
     Heartbeat,
 
-    /// PATCH (baton): send a heartbeat to one follower only, if this node is leader.
-    HeartbeatTo { target: C::NodeId },
-
     /// PATCH (baton): on a follower, the leader that made the entry `committed` says it is
     /// committed; the follower commits up to it as an AppendEntries from that leader would.
     CommitNotice { committed: LogId<C::NodeId> },
-
-    /// PATCH (baton): on a follower, the leader that made the entry `flushed` says it has
-    /// flushed its log up to it. Where that leader and this follower are a quorum of every
-    /// configuration, the follower commits up to it once it holds it too.
-    FlushNotice { flushed: LogId<C::NodeId> },
 
     /// Initiate to build a snapshot on this node.
     Snapshot,
@@ -65,14 +57,8 @@ where C: RaftTypeConfig
             ExternalCommand::Heartbeat => {
                 write!(f, "Heartbeat")
             }
-            ExternalCommand::HeartbeatTo { target } => {
-                write!(f, "HeartbeatTo({})", target)
-            }
             ExternalCommand::CommitNotice { committed } => {
                 write!(f, "CommitNotice({})", committed)
-            }
-            ExternalCommand::FlushNotice { flushed } => {
-                write!(f, "FlushNotice({})", flushed)
             }
             ExternalCommand::Snapshot => {
                 write!(f, "Snapshot")

@@ -110,12 +110,6 @@ where C: RaftTypeConfig
         rh.initiate_replication(SendNone::True);
     }
 
-    /// PATCH (baton): a heartbeat to `target` alone (see `Trigger::heartbeat_to`).
-    pub(crate) fn send_heartbeat_to(&mut self, target: &C::NodeId) {
-        let mut rh = self.replication_handler();
-        rh.initiate_replication_to(SendNone::True, Some(target));
-    }
-
     /// Get the log id for a linearizable read.
     ///
     /// See: [Read Operation](crate::docs::protocol::read)

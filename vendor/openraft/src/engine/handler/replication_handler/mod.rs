@@ -350,18 +350,12 @@ where C: RaftTypeConfig
     /// `send_none` specifies whether to force to send a message even when there is no data to send.
     #[tracing::instrument(level = "debug", skip_all)]
     pub(crate) fn initiate_replication(&mut self, send_none: SendNone) {
-        self.initiate_replication_to(send_none, None);
-    }
-
-    /// PATCH (baton): `initiate_replication` for every follower (`only` is `None`) or for
-    /// one (`Some(target)`, which is not sent anything if it is not a replication target).
-    pub(crate) fn initiate_replication_to(&mut self, send_none: SendNone, only: Option<&C::NodeId>) {
         tracing::debug!(progress = debug(&self.leader.progress), "{}", func_name!());
 
         for (id, prog_entry) in self.leader.progress.iter_mut() {
             // TODO: update matching should be done here for leader
             //       or updating matching should be queued in commands?
-            if id == &self.config.id || only.is_some_and(|target| target != id) {
+            if id == &self.config.id {
                 continue;
             }
 
@@ -385,13 +379,6 @@ where C: RaftTypeConfig
                         if send_none == SendNone::True {
                             Self::send_to_target(self.output, id, e);
                         }
-                    } else if send_none == SendNone::True && matches!(e, Inflight::Logs { .. }) {
-                        // PATCH (baton): a heartbeat asked for while entries are in flight to
-                        // this target is queued behind them instead of dropped, so it still
-                        // carries the commit index at once (the replication task never lets
-                        // it replace the entries). Without this, a follower whose entries
-                        // were not needed for the commit learns it only from #108's timer.
-                        Self::send_to_target(self.output, id, &Inflight::None);
                     }
                 }
             }
