@@ -11,7 +11,9 @@
 //! - `rows=a;b`: only the rows whose label contains one of these strings;
 //! - `server_threads=N`: tokio worker threads per baton server (default one per core);
 //! - `etcd_procs=N`: `GOMAXPROCS` of each etcd server (default one per core);
-//! - `baton=PATH`: the baton binary to start (default: this build's), to compare builds.
+//! - `baton=PATH`: the baton binary to start (default: this build's), to compare builds;
+//! - `versus=PATH`: a second baton binary measured in the same run, beside the first and
+//!   etcd (rows alternate between the three clusters), with the ratio of the two builds.
 //!
 //! - `scale` (or `scale=N`): instead of the comparison, one node holding 1 000 000 (or N)
 //!   locks, each with its own lease: memory per lock, restart time, and lock-cycle
@@ -91,8 +93,27 @@ fn cpu_seconds(pid: u32) -> f64 {
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum System {
-    Baton,
+    /// baton: `Baton(0)` is `baton=` (or this build), `Baton(1)` is `versus=`.
+    Baton(usize),
     Etcd,
+}
+
+impl System {
+    fn name(self) -> &'static str {
+        match self {
+            System::Baton(0) => "baton",
+            System::Baton(_) => "versus",
+            System::Etcd => "etcd",
+        }
+    }
+
+    /// The binary of a baton system.
+    fn binary(self) -> String {
+        match self {
+            System::Baton(1) => versus_binary().unwrap_or_else(baton_binary),
+            _ => baton_binary(),
+        }
+    }
 }
 
 /// A running 3-node cluster and the leader's client address.
@@ -111,9 +132,9 @@ impl Cluster {
     }
 }
 
-fn spawn_baton(config: &std::path::Path, id: u64) -> Proc {
+fn spawn_baton(binary: &str, config: &std::path::Path, id: u64) -> Proc {
     Proc(
-        Command::new(baton_binary())
+        Command::new(binary)
             .args(["serve", "--config", &config.display().to_string()])
             .args(["--node", &id.to_string()])
             .env("RUST_LOG", "error")
@@ -130,6 +151,11 @@ fn baton_binary() -> String {
     std::env::args()
         .find_map(|a| a.strip_prefix("baton=").map(str::to_owned))
         .unwrap_or_else(|| env!("CARGO_BIN_EXE_baton").to_owned())
+}
+
+/// `versus=PATH`: a second baton binary measured in the same run.
+fn versus_binary() -> Option<String> {
+    std::env::args().find_map(|a| a.strip_prefix("versus=").map(str::to_owned))
 }
 
 /// `server_threads=N`: tokio worker threads of each baton server (default: one per core).
@@ -149,7 +175,8 @@ fn other_than(leader: &str, mut urls: impl Iterator<Item = String>) -> String {
         .unwrap_or_else(|| leader.to_owned())
 }
 
-async fn start_baton(http: &reqwest::Client, nodes: u64) -> Cluster {
+async fn start_baton(http: &reqwest::Client, nodes: u64, system: System) -> Cluster {
+    let binary = system.binary();
     let dir = tempfile::TempDir::new_in(".").unwrap();
     let mut file = String::new();
     let mut apis = Vec::new();
@@ -163,7 +190,9 @@ async fn start_baton(http: &reqwest::Client, nodes: u64) -> Cluster {
     }
     let path = dir.path().join("cluster.toml");
     std::fs::write(&path, file).unwrap();
-    let procs = (1..=nodes).map(|id| spawn_baton(&path, id)).collect();
+    let procs = (1..=nodes)
+        .map(|id| spawn_baton(&binary, &path, id))
+        .collect();
     let deadline = Instant::now() + Duration::from_secs(30);
     let leader = 'found: loop {
         for api in &apis {
@@ -178,7 +207,7 @@ async fn start_baton(http: &reqwest::Client, nodes: u64) -> Cluster {
     };
     let follower = other_than(&leader, apis.iter().map(|api| format!("http://{api}")));
     Cluster {
-        system: System::Baton,
+        system,
         procs,
         leader,
         follower,
@@ -392,7 +421,7 @@ async fn baton_status(http: &reqwest::Client, base: &str) -> Option<Value> {
 /// The last index of the leader's log, for baton (etcd's entries hold one request each,
 /// so their count says nothing about its batching).
 async fn log_index(cluster: &Cluster) -> Option<u64> {
-    if cluster.system != System::Baton {
+    if cluster.system == System::Etcd {
         return None;
     }
     let status = baton_status(&reqwest::Client::new(), &cluster.leader).await?;
@@ -455,7 +484,7 @@ impl ClientState {
             Workload::LockCycle | Workload::Handoff | Workload::Keepalive
         ) {
             c.lease = match system {
-                System::Baton => {
+                System::Baton(_) => {
                     let url = format!("{base}/v1/leases");
                     num(&post(&c.http, &url, json!({"ttl_ms": 60_000})).await["lease_id"])
                 }
@@ -478,7 +507,7 @@ impl ClientState {
     /// Writes the key; returns its new mod revision.
     async fn put(&self, key: &str) -> u64 {
         match self.system {
-            System::Baton => {
+            System::Baton(_) => {
                 let url = format!("{}/v1/kv/{key}", self.base);
                 let body = json!({"value": VALUE_64});
                 num(&send(&self.http, reqwest::Method::PUT, &url, body).await["revision"])
@@ -496,7 +525,7 @@ impl ClientState {
     async fn op(&mut self, workload: Workload) -> Option<Duration> {
         let (base, http) = (&self.base, &self.http);
         match (workload, self.system) {
-            (Workload::LockCycle | Workload::Handoff, System::Baton) => {
+            (Workload::LockCycle | Workload::Handoff, System::Baton(_)) => {
                 let t = Instant::now();
                 let wait_ms = if workload == Workload::Handoff {
                     60_000
@@ -520,7 +549,7 @@ impl ClientState {
                 post(http, &format!("{base}/v3/lock/unlock"), json!({"key": key})).await;
                 (workload == Workload::Handoff).then_some(acquired)
             }
-            (Workload::Keepalive, System::Baton) => {
+            (Workload::Keepalive, System::Baton(_)) => {
                 let url = format!("{base}/v1/leases/{}/keepalive", self.lease);
                 post(http, &url, json!({})).await;
                 None
@@ -536,7 +565,7 @@ impl ClientState {
                 self.put(&self.key()).await;
                 None
             }
-            (Workload::Get | Workload::LocalGet, System::Baton) => {
+            (Workload::Get | Workload::LocalGet, System::Baton(_)) => {
                 let local = if workload == Workload::LocalGet {
                     "?consistency=serializable"
                 } else {
@@ -555,7 +584,7 @@ impl ClientState {
                 assert_eq!(num(&r["count"]), 1, "{r}");
                 None
             }
-            (Workload::Cas, System::Baton) => {
+            (Workload::Cas, System::Baton(_)) => {
                 let url = format!("{base}/v1/kv/{}", self.key());
                 let body = json!({"value": VALUE_64, "prev_revision": self.mod_revision});
                 let r = send(http, reqwest::Method::PUT, &url, body).await;
@@ -665,7 +694,7 @@ fn options() -> Options {
     let mut o = Options {
         runs: 3,
         window: Duration::from_secs(10),
-        systems: vec![System::Baton, System::Etcd],
+        systems: vec![System::Baton(0), System::Etcd],
         rows: Vec::new(),
     };
     for arg in std::env::args().skip(1) {
@@ -678,7 +707,7 @@ fn options() -> Options {
             o.window = Duration::from_secs_f64(s.parse().expect("secs=S"));
         } else if let Some(s) = arg.strip_prefix("only=") {
             o.systems = match s {
-                "baton" => vec![System::Baton],
+                "baton" => vec![System::Baton(0)],
                 "etcd" => vec![System::Etcd],
                 other => panic!("only=baton|etcd, not {other}"),
             };
@@ -689,7 +718,10 @@ fn options() -> Options {
     let etcd = Command::new("etcd").arg("--version").output().is_ok();
     if !etcd && o.systems.contains(&System::Etcd) {
         println!("etcd not found on the PATH (Debian etcd-server): measuring baton alone");
-        o.systems.retain(|s| *s == System::Baton);
+        o.systems.retain(|s| *s != System::Etcd);
+    }
+    if versus_binary().is_some() {
+        o.systems.insert(1, System::Baton(1));
     }
     o
 }
@@ -727,7 +759,7 @@ const INTERLEAVED_ROUNDS: u32 = 4;
 /// that size against the same node empty and, in interleaved windows, against an empty twin.
 async fn scale(locks: usize, window: Duration) {
     let http = reqwest::Client::new();
-    let mut cluster = start_baton(&http, 1).await;
+    let mut cluster = start_baton(&http, 1, System::Baton(0)).await;
     let base = cluster.leader.clone();
     let row = Row {
         label: "lock cycle, 16 clients",
@@ -735,7 +767,7 @@ async fn scale(locks: usize, window: Duration) {
         clients: 16,
         via_follower: false,
     };
-    let twin = start_baton(&http, 1).await;
+    let twin = start_baton(&http, 1, System::Baton(0)).await;
     let empty = measure(&cluster, &row, window).await;
     println!(
         "empty node: lock cycle, 16 clients: {:.0}/s, p99 {:.2} ms",
@@ -831,7 +863,7 @@ async fn scale(locks: usize, window: Duration) {
     let _ = child.wait();
     let config = cluster._dir.path().join("cluster.toml");
     let started = Instant::now();
-    cluster.procs[0] = spawn_baton(&config, 1);
+    cluster.procs[0] = spawn_baton(&baton_binary(), &config, 1);
     let up = ready(&http, &base, started).await;
     let last = http
         .get(format!("{base}/v1/locks/held-{}", locks - 1))
@@ -1071,7 +1103,7 @@ fn floor(o: &Options) {
     let dir = tempfile::tempdir().unwrap();
     runtime.block_on(async {
         let http = reqwest::Client::new();
-        let baton = start_baton(&http, 3).await;
+        let baton = start_baton(&http, 3, System::Baton(0)).await;
         let etcd = if o.systems.contains(&System::Etcd) {
             Some(start_etcd(&http).await)
         } else {
@@ -1164,7 +1196,7 @@ fn main() {
             let mut clusters = Vec::new();
             for system in &o.systems {
                 clusters.push(match system {
-                    System::Baton => start_baton(&http, 3).await,
+                    System::Baton(_) => start_baton(&http, 3, *system).await,
                     System::Etcd => start_etcd(&http).await,
                 });
             }
@@ -1176,8 +1208,8 @@ fn main() {
                 tokio::time::sleep(o.window).await;
                 let idle_share = (cluster.cpu() - before) / o.window.as_secs_f64();
                 println!(
-                    "run {run} {:?} idle: {:.2} % of one core",
-                    cluster.system,
+                    "run {run} {} idle: {:.2} % of one core",
+                    cluster.system.name(),
                     idle_share * 100.0
                 );
                 idle.entry(s).or_default().push(idle_share);
@@ -1195,8 +1227,8 @@ fn main() {
                         .entries_per_op
                         .map_or(String::new(), |e| format!(", {e:.2} log entries/op"));
                     println!(
-                        "run {run} {:?} {}: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, CPU {:.3} ms/op{entries}",
-                        cluster.system, row.label, m.per_sec, m.p50_ms, m.p99_ms, m.cpu_ms_per_op
+                        "run {run} {} {}: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, CPU {:.3} ms/op{entries}",
+                        cluster.system.name(), row.label, m.per_sec, m.p50_ms, m.p99_ms, m.cpu_ms_per_op
                     );
                     results.entry((s, row.label)).or_default().push(m);
                 }
@@ -1208,7 +1240,9 @@ fn main() {
         o.runs,
         o.window.as_secs_f64()
     );
-    let names: Vec<String> = o.systems.iter().map(|s| format!("{s:?}")).collect();
+    let names: Vec<String> = o.systems.iter().map(|s| s.name().to_owned()).collect();
+    let etcd = o.systems.iter().position(|s| *s == System::Etcd);
+    let versus = o.systems.iter().position(|s| *s == System::Baton(1));
     for (s, name) in names.iter().enumerate() {
         println!(
             "idle CPU, {name}: {:.2} % of one core",
@@ -1216,12 +1250,17 @@ fn main() {
         );
     }
     println!(
-        "| workload | {} | baton / etcd | CPU baton / etcd |",
+        "| workload | {} | baton / etcd | CPU baton / etcd |{}",
         names
             .iter()
             .map(|n| format!("{n} /s (p50, p99 ms; CPU ms/op)"))
             .collect::<Vec<_>>()
-            .join(" | ")
+            .join(" | "),
+        if versus.is_some() {
+            " versus / etcd | baton / versus |"
+        } else {
+            ""
+        }
     );
     for row in &rows {
         let mut cells = Vec::new();
@@ -1235,25 +1274,35 @@ fn main() {
         }
         // The ratios are medians of each run's own ratio (its two windows were taken back
         // to back), not ratios of the medians above.
-        let ratio = |of: fn(&Measured) -> f64| match (
-            results.get(&(0, row.label)),
-            results.get(&(1, row.label)),
-        ) {
-            (Some(baton), Some(etcd)) => format!(
-                "{:.2}",
-                median(baton.iter().zip(etcd).map(|(b, e)| of(b) / of(e)).collect())
-            ),
-            _ => "-".into(),
+        let ratio = |a: Option<usize>, b: Option<usize>, of: fn(&Measured) -> f64| {
+            let runs = |s: Option<usize>| s.and_then(|s| results.get(&(s, row.label)));
+            match (runs(a), runs(b)) {
+                (Some(a), Some(b)) => format!(
+                    "{:.2}",
+                    median(a.iter().zip(b).map(|(x, y)| of(x) / of(y)).collect())
+                ),
+                _ => "-".into(),
+            }
+        };
+        let rate = |m: &Measured| m.per_sec;
+        let extra = if versus.is_some() {
+            format!(
+                " {} | {} |",
+                ratio(versus, etcd, rate),
+                ratio(Some(0), versus, rate)
+            )
+        } else {
+            String::new()
         };
         println!(
-            "| {} | {} | {} | {} |",
+            "| {} | {} | {} | {} |{extra}",
             row.label,
             cells.join(" | "),
-            ratio(|m| m.per_sec),
-            ratio(|m| m.cpu_ms_per_op)
+            ratio(Some(0), etcd, rate),
+            ratio(Some(0), etcd, |m| m.cpu_ms_per_op)
         );
     }
-    if let Some(s) = o.systems.iter().position(|s| *s == System::Baton) {
+    if let Some(s) = o.systems.iter().position(|s| *s == System::Baton(0)) {
         println!("\nbaton's log entries per operation (medians; each entry is one commit):");
         for row in &rows {
             let entries: Vec<f64> = results[&(s, row.label)]

@@ -1787,12 +1787,8 @@ where
                 ref already_committed,
                 ref upto,
             } => {
-                // PATCH (baton): the entries go to the state machine worker first, and
-                // `RaftCore` yields once so that it applies them (and answers their
-                // callers) before the commit index is saved and the turn goes on.
-                self.apply_to_state_machine(seq, already_committed.next_index(), upto.index).await?;
-                tokio::task::yield_now().await;
                 self.log_store.save_committed(Some(upto.clone())).await?;
+                self.apply_to_state_machine(seq, already_committed.next_index(), upto.index).await?;
             }
             Command::Replicate { req, target } => {
                 let node = self.replications.get(&target).expect("replication to target node exists");

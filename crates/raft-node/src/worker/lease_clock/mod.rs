@@ -9,7 +9,7 @@
 //! - `deadlines.rs`: the pure bookkeeping ([`Deadlines`], `promote`, `observe`): takes
 //!   `now` and the applied state as arguments, reads no clock and no environment.
 //! - `port.rs`: [`ClockPort`], everything the task needs from its node (leadership, applied
-//!   state and events, confirm leadership, propose); `node.rs` implements it.
+//!   state and events, confirm leadership, propose); `node/lease.rs` implements it.
 //! - this file: the task ([`run`]) and its settings ([`ClockConfig`], read once at start).
 //!
 //! Owns: the deadlines. Woken by: leadership changes (the server metrics, not the full

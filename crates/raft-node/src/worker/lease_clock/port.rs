@@ -1,4 +1,4 @@
-//! [`ClockPort`]: what the lease clock task needs from its node, and nothing more. `node.rs`
+//! [`ClockPort`]: what the lease clock task needs from its node, and nothing more. `node/lease.rs`
 //! implements it for `Node`; the clock never names `Node`, so the two modules do not depend
 //! on each other both ways, and the task can be driven by a stand-in in tests.
 //!
