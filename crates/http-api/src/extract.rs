@@ -1,5 +1,6 @@
 //! Extractors that turn every malformed input into a 4xx with the spec error shape:
-//! JSON bodies (any content type, unknown fields refused, size-limited), paths, queries,
+//! JSON bodies (`Content-Type: application/json` required, unknown fields refused,
+//! size-limited), paths, queries,
 //! the `Idempotency-Key` header (checked against the node's limits), and the admin token.
 
 use crate::error::ApiError;
@@ -11,8 +12,8 @@ use axum::http::{HeaderMap, header};
 use baton_wire::ErrorDetail;
 use serde::de::DeserializeOwned;
 
-/// A JSON body. The content type is not required (so `curl -d` works); size, syntax, types
-/// and unknown fields are checked.
+/// A JSON body: its content type must say JSON (415 otherwise; `curl --json` does), and
+/// size, syntax, types and unknown fields are checked.
 pub struct JsonBody<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {

@@ -8,7 +8,9 @@
 //! - `claim_guard.rs`: the guard over a whole held-open acquire: a client gone at any moment
 //!   leaves no entry and no grant behind; a retry with its `Idempotency-Key` takes it up.
 //! - `convert.rs`: the state machine's types to the wire's (`baton-wire` holds the contract).
-//! - `auth.rs`: principals, rules, the token check, flow control, the access log.
+//! - `auth/`: the auth file and its rules (`file.rs`), what a principal may do (`authz.rs`),
+//!   its token bucket and held-open counts (`flow.rs`), the token check and the access log
+//!   (`middleware.rs`).
 //! - `origin.rs`: the `Host` and `Origin` checks (no DNS rebinding, no cross-site calls).
 //! - `extract.rs`: extractors that turn bad input into a 4xx; the admin token.
 //! - `error.rs`: [`ApiError`], each refusal mapped once to its typed error body and status.

@@ -283,9 +283,6 @@ pub fn document(limits: &NodeLimits, body_bytes_max: usize, auth: bool) -> Value
     doc
 }
 
-/// Paths that answer without a token even with `--auth` (`auth::open_path`).
-const OPEN_PATHS: [&str; 4] = ["/", "/ui", "/healthz", "/readyz"];
-
 /// Declares the bearer token as required everywhere but on the open paths.
 fn require_token(doc: &mut Value) {
     if let Value::Object(root) = doc {
@@ -293,7 +290,7 @@ fn require_token(doc: &mut Value) {
     }
     if let Some(Value::Object(paths)) = doc.get_mut("paths") {
         for (path, item) in paths.iter_mut() {
-            if !(OPEN_PATHS.contains(&path.as_str()) || path.starts_with("/ui/")) {
+            if !crate::auth::is_open_path(path) {
                 continue;
             }
             if let Value::Object(operations) = item {

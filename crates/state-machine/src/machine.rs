@@ -23,7 +23,7 @@ pub struct StateMachine {
     pub(crate) revision: Revision,
     pub(crate) next_lease_id: u64,
     /// In a packed map, as `resources`: sequential ids left a B-tree's leaves about half
-    /// full (decision #115). In place: a 72-byte lease beside its id, where a box took a
+    /// full (decision #115). In place: a 64-byte lease beside its id, where a box took a
     /// pointer more and the allocator's rounding (decision #119).
     pub(crate) leases: PackedMap<LeaseId, Lease>,
     pub(crate) keys: Keyspace,

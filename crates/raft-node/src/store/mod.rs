@@ -1,7 +1,8 @@
 //! The only code that knows sled. One `sled::Db` per node with two trees:
 //! - `raft`: the vote, the committed log id, the last purged log id and the entries, keyed
 //!   `0x00|name` and `0x01|big-endian index` (byte order = numeric order).
-//! - `snapshot`: the current snapshot (`meta`, `data`), written in one batch.
+//! - `snapshot`: the current snapshot's metadata and the name of its file (the bytes live in
+//!   `snapshot_files.rs`'s directory), written in one batch.
 //!
 //! The apply answers this node's waiting requests (`waiting.rs`), and nothing else does.
 //!
