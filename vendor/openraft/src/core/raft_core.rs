@@ -898,25 +898,8 @@ where
             tracing::debug!("queued commands: end...");
         }
 
-        // PATCH (baton): whether a response went out in this run (see below).
-        let mut responded = false;
-
         while let Some(cmd) = self.engine.output.pop_command() {
             tracing::debug!("run command: {:?}", cmd);
-
-            // PATCH (baton): a follower's AppendEntries response is followed by the commit
-            // the same request carried (saving the commit index, reading the entries and
-            // handing them to the state machine worker, which tokio then runs first). The
-            // response is what the leader waits for: yield once so that the task holding it
-            // writes it before that work runs.
-            match cmd {
-                Command::Commit { .. } if responded => {
-                    responded = false;
-                    tokio::task::yield_now().await;
-                }
-                Command::Respond { .. } => responded = true,
-                _ => {}
-            }
 
             let res = self.run_command(cmd).await?;
 
