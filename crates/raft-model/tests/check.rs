@@ -24,16 +24,19 @@ const BOUNDS: Bounds = Bounds {
     in_flight: 2,
 };
 
-/// Explores every state within [`BOUNDS`] under `rules`.
-fn exhaust(rules: Rules) -> impl Checker<RaftModel> {
-    let checker = RaftModel {
+/// The model under `rules` within [`BOUNDS`], explored up to node renaming.
+fn model(rules: Rules) -> stateright::CheckerBuilder<RaftModel> {
+    RaftModel {
         bounds: BOUNDS,
         rules,
     }
     .checker()
     .symmetry_fn(State::representative)
-    .spawn_dfs()
-    .join();
+}
+
+/// Explores every state within [`BOUNDS`] under `rules`.
+fn exhaust(rules: Rules) -> impl Checker<RaftModel> {
+    let checker = model(rules).spawn_dfs().join();
     println!(
         "{rules:?}: {} states, {} unique, depth {}",
         checker.state_count(),
@@ -45,15 +48,10 @@ fn exhaust(rules: Rules) -> impl Checker<RaftModel> {
 
 /// Explores under `rules` until a safety property fails; the properties that failed.
 fn counter_examples(rules: Rules) -> Vec<&'static str> {
-    let checker = RaftModel {
-        bounds: BOUNDS,
-        rules,
-    }
-    .checker()
-    .symmetry_fn(State::representative)
-    .finish_when(HasDiscoveries::AnyFailures)
-    .spawn_dfs()
-    .join();
+    let checker = model(rules)
+        .finish_when(HasDiscoveries::AnyFailures)
+        .spawn_dfs()
+        .join();
     let found: Vec<_> = SAFETY
         .into_iter()
         .filter(|p| checker.discovery(p).is_some())

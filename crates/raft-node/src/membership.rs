@@ -298,12 +298,9 @@ const OTHER_NODE: &str = "the process there is node";
 /// then is the address sent anything with the secret (under mutual TLS its certificate
 /// must also name `id`).
 async fn probe(node: &Node, id: NodeId, peer: &str) -> Result<(), String> {
-    use ring::rand::SecureRandom;
     let timeout = Duration::from_millis(node.config().election_timeout_max_ms);
-    let mut nonce = [0u8; 32];
-    ring::rand::SystemRandom::new()
-        .fill(&mut nonce)
-        .map_err(|_| "no randomness for the challenge".to_owned())?;
+    let nonce = crate::secret::random_bytes::<32>()
+        .ok_or_else(|| "no randomness for the challenge".to_owned())?;
     let answer: Identity = node
         .peers()
         .without_secret()

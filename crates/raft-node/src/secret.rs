@@ -48,6 +48,14 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// `N` bytes from the system's random source (`None` if it cannot give any).
+pub(crate) fn random_bytes<const N: usize>() -> Option<[u8; N]> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0; N];
+    ring::rand::SystemRandom::new().fill(&mut bytes).ok()?;
+    Some(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

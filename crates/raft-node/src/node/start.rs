@@ -26,11 +26,8 @@ const QUEUE_LEN_MAX: usize = 16_384;
 /// A number for this run of the node, drawn from the system's random source: the ids of
 /// its requests (`RequestId::incarnation`) never match those of an earlier run.
 fn incarnation() -> Result<u64, NodeError> {
-    use ring::rand::SecureRandom;
-    let mut bytes = [0; 8];
-    ring::rand::SystemRandom::new()
-        .fill(&mut bytes)
-        .map_err(|_| NodeError::Config("no random source for the run's id".into()))?;
+    let bytes = crate::secret::random_bytes::<8>()
+        .ok_or_else(|| NodeError::Config("no random source for the run's id".into()))?;
     Ok(u64::from_le_bytes(bytes).max(1))
 }
 

@@ -412,9 +412,12 @@ impl RaftStateMachine<TypeConfig> for SmStore {
                             for e in &applied.events {
                                 records.event(&e.kind, term);
                             }
-                            events.extend(applied.events.iter().cloned());
                             if anyone_waits && waiting.is_mine(&id) {
+                                events.extend(applied.events.iter().cloned());
                                 answers.push((id.seq, (applied, entry.log_id)));
+                            } else {
+                                // Nobody here waits for this result: its events move.
+                                events.extend(applied.events);
                             }
                         }
                     }
