@@ -4,6 +4,7 @@
 use crate::client::{Call, Client, segment};
 use crate::error::Result;
 use crate::keys::query_string;
+use baton_wire::paths;
 use baton_wire::{
     AddMemberRequest, CheckRequest, CheckResponse, ClusterStatus, ForceReleaseResponse,
     LeaseInfoResponse, LeaseListResponse, LockListParams, LockListResponse, LockStateResponse,
@@ -12,12 +13,13 @@ use baton_wire::{
 impl Client {
     /// Live leases, in id order.
     pub async fn leases(&self) -> Result<LeaseListResponse> {
-        self.get_json("/v1/leases").await
+        self.get_json(paths::LEASES).await
     }
 
     /// A lease: its TTL, what remains of it on the leader's clock, and what it owns.
     pub async fn lease_info(&self, id: u64) -> Result<LeaseInfoResponse> {
-        self.get_json(&format!("/v1/leases/{id}")).await
+        self.get_json(&paths::fill(paths::LEASE, &id.to_string()))
+            .await
     }
 
     /// Locks in use (held, waited for, or in a lock-delay) under `prefix`, in name order.
@@ -26,20 +28,21 @@ impl Client {
             prefix: prefix.to_owned(),
             ..LockListParams::default()
         };
-        self.get_json(&format!("/v1/locks{}", query_string(&params)))
+        self.get_json(&format!("{}{}", paths::LOCKS, query_string(&params)))
             .await
     }
 
     /// A lock's holders, queue and lock-delay (empty lists when it is free).
     pub async fn lock_state(&self, name: &str) -> Result<LockStateResponse> {
-        self.get_json(&format!("/v1/locks/{}", segment(name))).await
+        self.get_json(&paths::fill(paths::LOCK, &segment(name)))
+            .await
     }
 
     /// Whether `fence` is the lock's current grant (linearizable): what storage that takes
     /// fences asks before it accepts a write.
     pub async fn check_fence(&self, name: &str, fence: u64) -> Result<CheckResponse> {
         self.post(
-            &format!("/v1/locks/{}/check", segment(name)),
+            &paths::fill(paths::LOCK_CHECK, &segment(name)),
             &CheckRequest { fence },
             Call::READ,
         )
@@ -48,13 +51,13 @@ impl Client {
 
     /// A semaphore's holders, queue and limit (linearizable).
     pub async fn semaphore_state(&self, name: &str) -> Result<LockStateResponse> {
-        self.get_json(&format!("/v1/semaphores/{}", segment(name)))
+        self.get_json(&paths::fill(paths::SEMAPHORE, &segment(name)))
             .await
     }
 
     /// Admin: releases every holder of a lock.
     pub async fn force_release(&self, name: &str) -> Result<ForceReleaseResponse> {
-        self.delete_path(&format!("/v1/locks/{}", segment(name)))
+        self.delete_path(&paths::fill(paths::LOCK, &segment(name)))
             .await
     }
 
@@ -69,7 +72,7 @@ impl Client {
         };
         // Membership changes carry no idempotency key (they are not replicated commands):
         // retried only where nothing was sent, like a read.
-        self.post("/v1/cluster/members", &body, Call::MEMBERSHIP)
+        self.post(paths::CLUSTER_MEMBERS, &body, Call::MEMBERSHIP)
             .await
     }
 
@@ -78,7 +81,7 @@ impl Client {
     pub async fn remove_member(&self, id: u64) -> Result<ClusterStatus> {
         self.call::<(), _>(
             reqwest::Method::DELETE,
-            &format!("/v1/cluster/members/{id}"),
+            &paths::fill(paths::CLUSTER_MEMBER, &id.to_string()),
             None,
             Call::MEMBERSHIP,
         )

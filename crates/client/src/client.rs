@@ -3,7 +3,7 @@
 //! failure, a 503 or an unknown outcome.
 
 use crate::error::{Error, Result};
-use baton_wire::{ClusterStatus, ErrorBody, Limits};
+use baton_wire::{ClusterStatus, ErrorBody, Limits, paths};
 use reqwest::Method;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -284,7 +284,7 @@ impl Client {
             let Ok(response) = self
                 .inner
                 .http
-                .get(format!("{endpoint}/v1/cluster"))
+                .get(format!("{endpoint}{}", paths::CLUSTER))
                 .timeout(Duration::from_secs(2))
                 .send()
                 .await
@@ -417,7 +417,7 @@ impl Client {
 
     /// The cluster as the first answering node sees it (`GET /v1/cluster`).
     pub async fn cluster(&self) -> Result<ClusterStatus> {
-        self.get_json("/v1/cluster").await
+        self.get_json(paths::CLUSTER).await
     }
 
     /// The limits the cluster enforces on input, read once from `/v1/cluster` and kept.

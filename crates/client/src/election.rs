@@ -5,6 +5,7 @@ use crate::client::{Call, Client, segment};
 use crate::error::{Error, Result};
 use crate::lease::Lease;
 use crate::watch::WatchFilter;
+use baton_wire::paths;
 use baton_wire::{
     CampaignRequest, ElectionResponse, Event, Leader, ProclaimRequest, ProclaimResponse,
     ReleaseResponse, ResignRequest,
@@ -32,7 +33,7 @@ impl Lease {
         let grant = self
             .client()
             .queue(
-                &format!("/v1/elections/{}/campaign", segment(name)),
+                &paths::fill(paths::ELECTION_CAMPAIGN, &segment(name)),
                 body,
                 wait,
             )
@@ -63,7 +64,7 @@ impl Leadership {
             fence: Some(self.fence),
             value: value.to_owned(),
         };
-        let path = format!("/v1/elections/{}/proclaim", segment(&self.name));
+        let path = paths::fill(paths::ELECTION_PROCLAIM, &segment(&self.name));
         self.lease
             .client()
             .post::<_, ProclaimResponse>(&path, &body, Call::WRITE)
@@ -77,7 +78,7 @@ impl Leadership {
             lease_id: self.lease.id(),
             fence: Some(self.fence),
         };
-        let path = format!("/v1/elections/{}/resign", segment(&self.name));
+        let path = paths::fill(paths::ELECTION_RESIGN, &segment(&self.name));
         match self
             .lease
             .client()
@@ -98,7 +99,7 @@ impl Client {
 
     /// An election's state: its leader (value and fence) and the revision read.
     pub async fn election(&self, name: &str) -> Result<ElectionResponse> {
-        self.get_json(&format!("/v1/elections/{}", segment(name)))
+        self.get_json(&paths::fill(paths::ELECTION, &segment(name)))
             .await
     }
 

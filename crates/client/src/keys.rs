@@ -2,6 +2,7 @@
 
 use crate::client::{Call, Client, key_path};
 use crate::error::{Error, Result};
+use baton_wire::paths;
 use baton_wire::{
     DeleteParams, DeleteResponse, KeyResponse, KeyValue, PutRequest, PutResponse, RangeParams,
     RangeResponse, SequentialRequest, TxnRequest, TxnResponse,
@@ -12,7 +13,7 @@ impl Client {
     /// A key, or `None`.
     pub async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
         match self
-            .get_json::<KeyResponse>(&format!("/v1/kv/{}", key_path(key)))
+            .get_json::<KeyResponse>(&paths::fill(paths::KV_KEY, &key_path(key)))
             .await
         {
             Ok(v) => Ok(Some(v.kv)),
@@ -43,7 +44,7 @@ impl Client {
         let answer: PutResponse = self
             .call(
                 Method::PUT,
-                &format!("/v1/kv/{}", key_path(key)),
+                &paths::fill(paths::KV_KEY, &key_path(key)),
                 Some(&body),
                 Call::WRITE,
             )
@@ -66,7 +67,10 @@ impl Client {
     pub async fn delete_if(&self, key: &str, prev_revision: Option<u64>) -> Result<u64> {
         let query = query_string(&DeleteParams { prev_revision });
         let answer: DeleteResponse = self
-            .delete_path(&format!("/v1/kv/{}{query}", key_path(key)))
+            .delete_path(&format!(
+                "{}{query}",
+                paths::fill(paths::KV_KEY, &key_path(key))
+            ))
             .await?;
         Ok(answer.revision)
     }
@@ -79,7 +83,7 @@ impl Client {
             ..RangeParams::default()
         };
         let answer: RangeResponse = self
-            .get_json(&format!("/v1/kv{}", query_string(&params)))
+            .get_json(&format!("{}{}", paths::KV, query_string(&params)))
             .await?;
         Ok(answer.kvs)
     }
@@ -96,7 +100,11 @@ impl Client {
             lease_id: lease,
         };
         let answer: PutResponse = self
-            .post(&format!("/v1/kv/{}", key_path(prefix)), &body, Call::WRITE)
+            .post(
+                &paths::fill(paths::KV_KEY, &key_path(prefix)),
+                &body,
+                Call::WRITE,
+            )
             .await?;
         Ok(answer.key)
     }
@@ -104,7 +112,7 @@ impl Client {
     /// An etcd-style transaction: compares, then the success or failure operations, in one
     /// revision.
     pub async fn txn(&self, txn: &TxnRequest) -> Result<TxnResponse> {
-        self.post("/v1/txn", txn, Call::WRITE).await
+        self.post(paths::TXN, txn, Call::WRITE).await
     }
 }
 

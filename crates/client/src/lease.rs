@@ -6,7 +6,7 @@
 
 use crate::client::{Call, Client};
 use crate::error::{Error, Result};
-use baton_wire::{KeepaliveResponse, LeaseGrantRequest, LeaseResponse, RevokeResponse};
+use baton_wire::{KeepaliveResponse, LeaseGrantRequest, LeaseResponse, RevokeResponse, paths};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -142,7 +142,7 @@ impl Client {
         let body = LeaseGrantRequest {
             ttl_ms: ttl.as_millis() as u64,
         };
-        self.post("/v1/leases", &body, Call::WRITE).await
+        self.post(paths::LEASES, &body, Call::WRITE).await
     }
 
     /// One keepalive of lease `id`: it lives at least the answer's `ttl_ms` after this
@@ -163,7 +163,7 @@ impl Client {
         };
         self.call::<(), _>(
             reqwest::Method::POST,
-            &format!("/v1/leases/{id}/keepalive"),
+            &paths::fill(paths::LEASE_KEEPALIVE, &id.to_string()),
             None,
             call,
         )
@@ -172,7 +172,8 @@ impl Client {
 
     /// Revokes lease `id`: everything it owns is released in one revision.
     pub async fn revoke_lease(&self, id: u64) -> Result<RevokeResponse> {
-        self.delete_path(&format!("/v1/leases/{id}")).await
+        self.delete_path(&paths::fill(paths::LEASE, &id.to_string()))
+            .await
     }
 }
 

@@ -6,6 +6,7 @@ use crate::client::{Call, Client, segment};
 use crate::error::{Error, Result};
 use crate::lease::Lease;
 use crate::watch::WatchFilter;
+use baton_wire::paths;
 use baton_wire::{
     AcquireRequest, CampaignRequest, Event, GrantResponse, Mode, ReleaseRequest, ReleaseResponse,
     SemaphoreAcquireRequest, WaitingResponse, WatchEvent,
@@ -33,7 +34,7 @@ pub struct LockOptions {
 /// A held lock or semaphore permits.
 pub struct LockGuard {
     lease: Lease,
-    path: String,
+    kind: Kind,
     name: String,
     owner: String,
     fence: u64,
@@ -91,8 +92,8 @@ impl Lease {
             lock_delay_ms: options.lock_delay.unwrap_or_default().as_millis() as u64,
             enqueued: None,
         };
-        let path = format!("/v1/locks/{}", segment(name));
-        self.acquire(path, name, options.owner, &body, wait).await
+        self.acquire(Kind::Lock, name, options.owner, &body, wait)
+            .await
     }
 
     /// Takes `permits` of a semaphore of `limit` permits, waiting up to `wait`.
@@ -112,13 +113,13 @@ impl Lease {
             wait_ms: wait.as_millis() as u64,
             enqueued: None,
         };
-        let path = format!("/v1/semaphores/{}", segment(name));
-        self.acquire(path, name, owner, &body, wait).await
+        self.acquire(Kind::Semaphore, name, owner, &body, wait)
+            .await
     }
 
     async fn acquire(
         &self,
-        path: String,
+        kind: Kind,
         name: &str,
         owner: String,
         body: &(impl QueueBody + Clone),
@@ -133,7 +134,7 @@ impl Lease {
             attempts += 1;
             match self
                 .client()
-                .queue(&format!("{path}/acquire"), body.clone(), wait)
+                .queue(&kind.path(kind.acquire(), name), body.clone(), wait)
                 .await
             {
                 Err(Error::NotWaiting) if attempts < 3 => continue,
@@ -142,7 +143,7 @@ impl Lease {
         };
         Ok(LockGuard {
             lease: self.clone(),
-            path,
+            kind,
             name: name.to_owned(),
             owner,
             fence: grant.holder.fence,
@@ -256,10 +257,9 @@ impl LockGuard {
     /// Resolves when the server reports the end of this grant. If the event window no
     /// longer reaches back to the grant, the current state decides.
     async fn grant_ended(&self) {
-        let filter = if self.path.starts_with("/v1/semaphores/") {
-            WatchFilter::Semaphore(self.name.clone())
-        } else {
-            WatchFilter::Lock(self.name.clone())
+        let filter = match self.kind {
+            Kind::Semaphore => WatchFilter::Semaphore(self.name.clone()),
+            Kind::Lock => WatchFilter::Lock(self.name.clone()),
         };
         let client = self.lease.client();
         let mut from = self.fence + 1;
@@ -279,10 +279,9 @@ impl LockGuard {
                 }
             }
             // Compacted (or the stream ended): does the grant still exist?
-            let state = if self.path.starts_with("/v1/semaphores/") {
-                client.semaphore_state(&self.name).await
-            } else {
-                client.lock_state(&self.name).await
+            let state = match self.kind {
+                Kind::Semaphore => client.semaphore_state(&self.name).await,
+                Kind::Lock => client.lock_state(&self.name).await,
             };
             match state {
                 Ok(state) if !state.holders.iter().any(|h| h.fence == self.fence) => return,
@@ -302,7 +301,36 @@ impl LockGuard {
     /// section may have run unprotected for a while.
     pub async fn release(mut self) -> Result<()> {
         self.released = true;
-        release(&self.lease, &self.path, &self.owner, self.fence).await
+        let path = self.kind.path(self.kind.release(), &self.name);
+        release(&self.lease, &path, &self.owner, self.fence).await
+    }
+}
+
+/// Whether a guard holds a lock or semaphore permits: which paths it uses.
+#[derive(Clone, Copy)]
+enum Kind {
+    Lock,
+    Semaphore,
+}
+
+impl Kind {
+    fn acquire(self) -> &'static str {
+        match self {
+            Kind::Lock => paths::LOCK_ACQUIRE,
+            Kind::Semaphore => paths::SEMAPHORE_ACQUIRE,
+        }
+    }
+
+    fn release(self) -> &'static str {
+        match self {
+            Kind::Lock => paths::LOCK_RELEASE,
+            Kind::Semaphore => paths::SEMAPHORE_RELEASE,
+        }
+    }
+
+    /// `path` for the resource `name` (one path segment).
+    fn path(self, path: &str, name: &str) -> String {
+        paths::fill(path, &segment(name))
     }
 }
 
@@ -319,7 +347,7 @@ async fn release(lease: &Lease, path: &str, owner: &str, fence: u64) -> Result<(
     };
     lease
         .client()
-        .post::<_, ReleaseResponse>(&format!("{path}/release"), &body, Call::WRITE)
+        .post::<_, ReleaseResponse>(path, &body, Call::WRITE)
         .await
         .map(drop)
 }
@@ -332,7 +360,7 @@ impl Drop for LockGuard {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let (lease, path, owner, fence) = (
                 self.lease.clone(),
-                self.path.clone(),
+                self.kind.path(self.kind.release(), &self.name),
                 self.owner.clone(),
                 self.fence,
             );

@@ -5,7 +5,7 @@
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use baton_wire::{ErrorBody, ErrorDetail, Progress, WatchEvent, WatchParams};
+use baton_wire::{ErrorBody, ErrorDetail, Progress, WatchEvent, WatchParams, paths};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use std::collections::VecDeque;
@@ -143,7 +143,10 @@ impl State {
             None if self.complete > 0 => Some(self.complete),
             None => None,
         };
-        let mut request = self.client.http().get(format!("{endpoint}/v1/watch"));
+        let mut request = self
+            .client
+            .http()
+            .get(format!("{endpoint}{}", paths::WATCH));
         let start = match (resume, self.start) {
             (Some(last), _) => {
                 request = request.header("Last-Event-ID", last.to_string());

@@ -12,11 +12,11 @@
 //!   ends is the entry cancelled or the grant released.
 
 use crate::auth::Authz;
+use crate::convert;
 use crate::error::ApiResult;
 use crate::state::AppState;
 use baton_state_machine::{
-    Applied, Cancel, Claimant, Command, Fence, LeaseId, Release, Resign, ResourceId, ResourceKind,
-    Response, Revision,
+    Applied, Claimant, Command, Fence, LeaseId, ResourceId, Response, Revision,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -214,12 +214,7 @@ impl Claim {
     }
 
     async fn cancel(&self, enqueued: Revision) {
-        let cancel = Command::Cancel(Cancel {
-            resource: self.resource.clone(),
-            lease: self.claimant.lease,
-            owner: self.claimant.owner.clone(),
-            enqueued: Some(enqueued),
-        });
+        let cancel = convert::cancel_wait(&self.resource, &self.claimant, enqueued);
         match self.state.node.propose(cancel.into()).await {
             // Granted just before the cancel: release what nobody received.
             Ok(applied) => {
@@ -232,21 +227,7 @@ impl Claim {
     }
 
     async fn release(&self, fence: Fence) {
-        let release = Release {
-            name: self.resource.name.clone(),
-            lease: self.claimant.lease,
-            owner: self.claimant.owner.clone(),
-            fence: Some(fence),
-        };
-        let command = match self.resource.kind {
-            ResourceKind::Lock => Command::LockRelease(release),
-            ResourceKind::Semaphore => Command::SemaphoreRelease(release),
-            ResourceKind::Election => Command::Resign(Resign {
-                name: release.name,
-                lease: release.lease,
-                fence: Some(fence),
-            }),
-        };
+        let command = convert::release_grant(&self.resource, &self.claimant, fence);
         if let Err(e) = self.state.node.propose(command.into()).await {
             tracing::warn!(error = %e, "release of a grant nobody received failed");
         }

@@ -7,7 +7,9 @@
 //!   queued, and its replicated deadline.
 //! - `claim_guard.rs`: the guard over a whole held-open acquire: a client gone at any moment
 //!   leaves no entry and no grant behind; a retry with its `Idempotency-Key` takes it up.
-//! - `convert.rs`: the state machine's types to the wire's (`baton-wire` holds the contract).
+//! - `convert/`: the only place that knows both the state machine's types and the wire's
+//!   (`baton-wire` holds the contract). `to_wire.rs` turns state into answers and events;
+//!   `to_command.rs` turns requests into the commands handlers propose.
 //! - `auth/`: the auth file and its rules (`file.rs`), what a principal may do (`authz.rs`),
 //!   its token bucket and held-open counts (`flow.rs`), the token check and the access log
 //!   (`middleware.rs`).
@@ -45,7 +47,7 @@ use axum::middleware;
 use axum::routing::{get, post};
 use baton_raft_node::Node;
 use baton_raft_node::listener::{ConnLimits, Serving};
-use baton_wire::ErrorDetail;
+use baton_wire::{ErrorDetail, paths};
 use routes::*;
 use std::future::Future;
 use std::sync::Arc;
@@ -81,46 +83,43 @@ pub fn router(state: AppState) -> Router {
         .route("/", get(console::page))
         .route("/ui", get(console::page))
         .route("/ui/{*path}", get(console::ui))
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
-        .route("/metrics", get(health::metrics))
-        .route("/v1/openapi.json", get(health::openapi))
-        .route("/v1/leases", post(leases::grant).get(leases::list))
-        .route("/v1/leases/{id}", get(leases::get).delete(leases::revoke))
-        .route("/v1/leases/{id}/keepalive", post(leases::keepalive))
-        .route("/v1/locks", get(locks::list))
-        .route("/v1/semaphores", get(semaphores::list))
-        .route("/v1/elections", get(elections::list))
-        .route("/v1/stats/locks", get(stats::locks))
-        .route("/v1/cluster/replication", get(cluster::replication))
+        .route(paths::HEALTHZ, get(health::healthz))
+        .route(paths::READYZ, get(health::readyz))
+        .route(paths::METRICS, get(health::metrics))
+        .route(paths::OPENAPI, get(health::openapi))
+        .route(paths::LEASES, post(leases::grant).get(leases::list))
+        .route(paths::LEASE, get(leases::get).delete(leases::revoke))
+        .route(paths::LEASE_KEEPALIVE, post(leases::keepalive))
+        .route(paths::LOCKS, get(locks::list))
+        .route(paths::SEMAPHORES, get(semaphores::list))
+        .route(paths::ELECTIONS, get(elections::list))
+        .route(paths::STATS_LOCKS, get(stats::locks))
+        .route(paths::CLUSTER_REPLICATION, get(cluster::replication))
+        .route(paths::LOCK, get(locks::get).delete(locks::force_release))
+        .route(paths::LOCK_ACQUIRE, post(locks::acquire))
+        .route(paths::LOCK_RELEASE, post(locks::release))
+        .route(paths::LOCK_CHECK, post(locks::check))
+        .route(paths::SEMAPHORE, get(semaphores::get))
+        .route(paths::SEMAPHORE_ACQUIRE, post(semaphores::acquire))
+        .route(paths::SEMAPHORE_RELEASE, post(semaphores::release))
+        .route(paths::ELECTION, get(elections::get))
+        .route(paths::ELECTION_CAMPAIGN, post(elections::campaign))
+        .route(paths::ELECTION_PROCLAIM, post(elections::proclaim))
+        .route(paths::ELECTION_RESIGN, post(elections::resign))
+        .route(paths::KV, get(kv::range).delete(kv::delete_prefix))
         .route(
-            "/v1/locks/{name}",
-            get(locks::get).delete(locks::force_release),
-        )
-        .route("/v1/locks/{name}/acquire", post(locks::acquire))
-        .route("/v1/locks/{name}/release", post(locks::release))
-        .route("/v1/locks/{name}/check", post(locks::check))
-        .route("/v1/semaphores/{name}", get(semaphores::get))
-        .route("/v1/semaphores/{name}/acquire", post(semaphores::acquire))
-        .route("/v1/semaphores/{name}/release", post(semaphores::release))
-        .route("/v1/elections/{name}", get(elections::get))
-        .route("/v1/elections/{name}/campaign", post(elections::campaign))
-        .route("/v1/elections/{name}/proclaim", post(elections::proclaim))
-        .route("/v1/elections/{name}/resign", post(elections::resign))
-        .route("/v1/kv", get(kv::range).delete(kv::delete_prefix))
-        .route(
-            "/v1/kv/{*key}",
+            &paths::KV_KEY.replace("{key}", "{*key}"),
             get(kv::get)
                 .put(kv::put)
                 .post(kv::create_sequential)
                 .delete(kv::delete),
         )
-        .route("/v1/txn", post(txn::txn))
-        .route("/v1/watch", get(watch::watch))
-        .route("/v1/cluster", get(cluster::status))
-        .route("/v1/cluster/members", post(cluster::add_member))
+        .route(paths::TXN, post(txn::txn))
+        .route(paths::WATCH, get(watch::watch))
+        .route(paths::CLUSTER, get(cluster::status))
+        .route(paths::CLUSTER_MEMBERS, post(cluster::add_member))
         .route(
-            "/v1/cluster/members/{id}",
+            paths::CLUSTER_MEMBER,
             axum::routing::delete(cluster::remove_member),
         )
         .route_layer(middleware::from_fn_with_state(

@@ -270,6 +270,7 @@ pub(crate) fn skeleton() -> Value {
 /// with `auth`, every operation but the open ones requires the bearer token.
 pub fn document(limits: &NodeLimits, body_bytes_max: usize, auth: bool) -> Value {
     let mut doc = skeleton();
+    fill_patterns(&mut doc);
     fill_limits(&mut doc, limits, body_bytes_max);
     tighten_compare(&mut doc, limits);
     close_txn_ops(&mut doc);
@@ -281,6 +282,27 @@ pub fn document(limits: &NodeLimits, body_bytes_max: usize, auth: bool) -> Value
         require_token(&mut doc);
     }
     doc
+}
+
+/// Replaces each pattern placeholder of the attributes (`{name}`, `{text}`, …) by the
+/// pattern it stands for (`baton_wire::names`), wherever it sits.
+fn fill_patterns(node: &mut Value) {
+    match node {
+        Value::Object(object) => {
+            for (key, value) in object.iter_mut() {
+                match value {
+                    Value::String(text) if key == "pattern" => {
+                        if let Some(pattern) = baton_wire::names::pattern(text) {
+                            *text = pattern;
+                        }
+                    }
+                    _ => fill_patterns(value),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(fill_patterns),
+        _ => {}
+    }
 }
 
 /// Declares the bearer token as required everywhere but on the open paths.
@@ -422,7 +444,7 @@ fn add_auth_responses(doc: &mut Value) {
     ];
     if let Some(Value::Object(paths)) = doc.get_mut("paths") {
         for (path, item) in paths.iter_mut() {
-            if !(path.starts_with("/v1/") || path == "/metrics") {
+            if !(path.starts_with("/v1/") || path == baton_wire::paths::METRICS) {
                 continue;
             }
             let Value::Object(operations) = item else {
@@ -772,5 +794,88 @@ mod tests {
             .expect("the name parameter");
         assert_eq!(name["schema"]["maxLength"], 77);
         assert_eq!(doc["info"]["x-body-bytes-max"], 999);
+    }
+
+    /// Every pattern of the document, with where it is.
+    fn patterns(node: &Value, at: &str, out: &mut Vec<(String, String)>) {
+        match node {
+            Value::Object(object) => {
+                for (key, value) in object {
+                    match value {
+                        Value::String(text) if key == "pattern" => {
+                            out.push((at.to_owned(), text.clone()))
+                        }
+                        _ => patterns(value, &format!("{at}/{key}"), out),
+                    }
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    patterns(item, &format!("{at}/{i}"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn every_pattern_placeholder_is_filled_from_the_one_list() {
+        let doc = document(&NodeLimits::default(), 1_000, false);
+        let mut found = Vec::new();
+        patterns(&doc, "", &mut found);
+        let name = baton_wire::names::pattern("{name}").expect("the name pattern");
+        let mut names = 0;
+        for (at, pattern) in &found {
+            assert!(
+                !pattern.starts_with('{'),
+                "{at}: the placeholder {pattern} has no pattern"
+            );
+            names += usize::from(*pattern == name);
+        }
+        // Every path parameter called `name` or `key` carries the one name pattern.
+        let mut parameters = 0;
+        for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+            for (method, operation) in item.as_object().into_iter().flatten() {
+                for p in operation["parameters"].as_array().into_iter().flatten() {
+                    if p["in"] == "path" && (p["name"] == "name" || p["name"] == "key") {
+                        parameters += 1;
+                        assert_eq!(p["schema"]["pattern"], name.as_str(), "{method} {path}");
+                    }
+                }
+            }
+        }
+        assert!(
+            parameters >= 16 && names >= parameters,
+            "{parameters} {names}"
+        );
+    }
+
+    #[test]
+    fn the_document_lists_exactly_the_paths_of_the_one_table() {
+        let doc = skeleton();
+        let documented: std::collections::BTreeSet<&str> = doc["paths"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(path, _)| path.as_str())
+            .filter(|path| *path != "/")
+            .collect();
+        let table: std::collections::BTreeSet<&str> =
+            baton_wire::paths::ALL.iter().copied().collect();
+        assert_eq!(documented, table);
+    }
+
+    #[test]
+    fn the_name_checks_refuse_exactly_the_hidden_characters_of_the_pattern() {
+        let limits = NodeLimits::default();
+        for c in (0..=0x10FFFFu32).filter_map(char::from_u32) {
+            let owner = format!("a{c}b");
+            assert_eq!(
+                limits.check_owner(&owner).is_err(),
+                baton_wire::names::is_hidden(c),
+                "U+{:04X}",
+                c as u32
+            );
+        }
     }
 }

@@ -16,9 +16,8 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use baton_state_machine::{
-    AcquireTimeout, Campaign, CancelReason, Claimant, Command, EventFilter, EventKind, Fence,
-    HolderInfo, LeaseId, LockAcquire, Mode, ResourceId, ResourceKind, Response, Revision,
-    SemaphoreAcquire, StateMachine,
+    CancelReason, Claimant, Command, EventFilter, EventKind, Fence, HolderInfo, LeaseId,
+    ResourceId, ResourceKind, Response, Revision, StateMachine,
 };
 use baton_wire::{
     AcquireRequest, CampaignRequest, ErrorDetail, GrantResponse, SemaphoreAcquireRequest,
@@ -48,22 +47,12 @@ impl QueueRequest for AcquireRequest {
     const KIND: ResourceKind = ResourceKind::Lock;
     fn into_claim(self, name: String) -> Claim {
         let claimant = Claimant::new(LeaseId(self.lease_id), self.owner.clone());
-        let command = Command::LockAcquire(LockAcquire {
-            name,
-            lease: LeaseId(self.lease_id),
-            owner: self.owner,
-            mode: match self.mode {
-                baton_wire::Mode::Exclusive => Mode::Exclusive,
-                baton_wire::Mode::Shared => Mode::Shared,
-            },
-            wait_ms: self.wait_ms,
-            lock_delay_ms: self.lock_delay_ms,
-        });
+        let (wait_ms, enqueued) = (self.wait_ms, self.enqueued.map(Revision));
         Claim {
             claimant,
-            wait_ms: self.wait_ms,
-            command,
-            enqueued: self.enqueued.map(Revision),
+            wait_ms,
+            command: convert::lock_acquire(name, self),
+            enqueued,
         }
     }
 }
@@ -72,19 +61,12 @@ impl QueueRequest for SemaphoreAcquireRequest {
     const KIND: ResourceKind = ResourceKind::Semaphore;
     fn into_claim(self, name: String) -> Claim {
         let claimant = Claimant::new(LeaseId(self.lease_id), self.owner.clone());
-        let command = Command::SemaphoreAcquire(SemaphoreAcquire {
-            name,
-            lease: LeaseId(self.lease_id),
-            owner: self.owner,
-            limit: self.limit,
-            permits: self.permits,
-            wait_ms: self.wait_ms,
-        });
+        let (wait_ms, enqueued) = (self.wait_ms, self.enqueued.map(Revision));
         Claim {
             claimant,
-            wait_ms: self.wait_ms,
-            command,
-            enqueued: self.enqueued.map(Revision),
+            wait_ms,
+            command: convert::semaphore_acquire(name, self),
+            enqueued,
         }
     }
 }
@@ -94,17 +76,12 @@ impl QueueRequest for CampaignRequest {
     fn into_claim(self, name: String) -> Claim {
         // One candidacy per lease: elections use the empty owner.
         let claimant = Claimant::new(LeaseId(self.lease_id), "");
-        let command = Command::Campaign(Campaign {
-            name,
-            lease: LeaseId(self.lease_id),
-            value: self.value,
-            wait_ms: self.wait_ms,
-        });
+        let (wait_ms, enqueued) = (self.wait_ms, self.enqueued.map(Revision));
         Claim {
             claimant,
-            wait_ms: self.wait_ms,
-            command,
-            enqueued: self.enqueued.map(Revision),
+            wait_ms,
+            command: convert::campaign(name, self),
+            enqueued,
         }
     }
 }
@@ -596,12 +573,7 @@ async fn decide_timeout(
     claimant: &Claimant,
     enqueued: Revision,
 ) -> ApiResult<Outcome> {
-    let command = Command::AcquireTimeout(AcquireTimeout {
-        resource: resource.clone(),
-        lease: claimant.lease,
-        owner: claimant.owner.clone(),
-        enqueued,
-    });
+    let command = convert::acquire_timeout(resource, claimant, enqueued);
     let applied = state.node.propose(command.into()).await?;
     Ok(match applied.response {
         Response::TimedOut { .. } => Outcome::TimedOut,

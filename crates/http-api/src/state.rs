@@ -9,7 +9,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::metrics::Metrics;
 use axum::http::HeaderMap;
 use baton_raft_node::Node;
-use baton_state_machine::{Applied, Command, Limits, Proposal, Response, Revision, StateMachine};
+use baton_state_machine::{Applied, Command, Limits, Response, Revision, StateMachine};
 use baton_wire::Consistency;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -119,11 +119,11 @@ impl AppState {
     ) -> ApiResult<Applied> {
         let applied = self
             .node
-            .propose(Proposal {
-                idempotency_key,
+            .propose(crate::convert::proposal(
                 command,
-                caller: authz.caller(),
-            })
+                idempotency_key,
+                authz.caller(),
+            ))
             .await?;
         match applied.response {
             Response::Rejected(r) => Err(ApiError::from(r)),

@@ -169,7 +169,8 @@ impl Limits {
 
 /// Whether `c` is a bidirectional control or a zero-width character: text that shows
 /// other than it is stored (a name that looks like another one in the console or a log).
-/// The same set as the names' pattern in the OpenAPI document.
+/// The same set as `baton_wire::names::HIDDEN` less the controls (a test of the server
+/// compares them).
 pub fn is_hidden_char(c: char) -> bool {
     matches!(
         c,

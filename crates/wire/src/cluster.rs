@@ -12,20 +12,10 @@ pub struct AddMemberRequest {
     pub id: u64,
     /// Its peer address, `host:port`: an IP or a name that resolves, and a port 1..=65535
     /// (the document's pattern states the IPv4 form; a resolvable name is accepted too).
-    #[cfg_attr(
-        feature = "openapi",
-        schema(
-            pattern = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9]):([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$"
-        )
-    )]
+    #[cfg_attr(feature = "openapi", schema(pattern = "{addr}"))]
     pub peer: String,
     /// Its client API address, `host:port` as for `peer`, and not the same as `peer`.
-    #[cfg_attr(
-        feature = "openapi",
-        schema(
-            pattern = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9]):([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$"
-        )
-    )]
+    #[cfg_attr(feature = "openapi", schema(pattern = "{addr}"))]
     pub api: String,
 }
 

@@ -3,127 +3,92 @@
 use crate::{Holder, KeyValue};
 use serde::{Deserialize, Serialize};
 
-/// Every error code of the API, with its string and HTTP status.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub enum ErrorCode {
-    /// Malformed input, an unknown field, a limit, a bad name (400).
-    BadRequest,
-    /// No valid bearer token where one is required (401).
-    Unauthenticated,
-    /// The principal may not do this to that resource (403).
-    PermissionDenied,
-    /// No such lease (404).
-    LeaseNotFound,
-    /// No such key (404).
-    KeyNotFound,
-    /// No holder or waiter to force-release (404).
-    LockNotFound,
-    /// No such endpoint (404).
-    NotFound,
-    /// Wrong method on an endpoint (405).
-    MethodNotAllowed,
-    /// A try-acquire found the resource busy (409).
-    LockHeld,
-    /// A held-open acquire's deadline passed first (409).
-    Timeout,
-    /// The caller does not hold that grant (409).
-    NotHolder,
-    /// A compare-and-set expectation did not hold (409).
-    CasFailed,
-    /// A semaphore is in use with another limit (409).
-    LimitMismatch,
-    /// The waiting request's queue entry is gone (409).
-    NotWaiting,
-    /// An idempotency key reused for another request (422).
-    IdempotencyKeyReused,
-    /// A membership change was refused (409).
-    MembershipChangeRefused,
-    /// A command that no longer matches the state (409).
-    Stale,
-    /// The watch start is older than the event window (410).
-    Compacted,
-    /// A body or value over its limit (413).
-    PayloadTooLarge,
-    /// A body sent without `Content-Type: application/json` (415).
-    UnsupportedMediaType,
-    /// A queue at its bound, or the principal's request rate (429).
-    RateLimited,
-    /// A principal's quota on leases, keys, bytes, waiters or watches (429).
-    QuotaExceeded,
-    /// An internal inconsistency of the server: a bug, logged with the request id (500).
-    Internal,
-    /// No leader is known: nothing happened (503).
-    NoLeader,
-    /// The node cannot serve now: nothing happened (503).
-    Unavailable,
-    /// A write was sent and not confirmed: it may have happened (504).
-    Indeterminate,
+/// Writes [`ErrorCode`] with its string and status from one list.
+macro_rules! error_codes {
+    ($($(#[$doc:meta])* $variant:ident = $code:literal, $status:literal;)*) => {
+        /// Every error code of the API, with its string and HTTP status.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+        pub enum ErrorCode {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl ErrorCode {
+            /// Every code, in the order of the list.
+            pub const ALL: &[ErrorCode] = &[$(ErrorCode::$variant,)*];
+
+            /// The code as it appears in the body.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $code,)*
+                }
+            }
+
+            /// The HTTP status that carries it.
+            pub fn status(self) -> u16 {
+                match self {
+                    $(ErrorCode::$variant => $status,)*
+                }
+            }
+        }
+    };
 }
 
-impl ErrorCode {
-    /// The code as it appears in the body.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::BadRequest => "bad_request",
-            ErrorCode::Unauthenticated => "unauthenticated",
-            ErrorCode::PermissionDenied => "permission_denied",
-            ErrorCode::LeaseNotFound => "lease_not_found",
-            ErrorCode::KeyNotFound => "key_not_found",
-            ErrorCode::LockNotFound => "lock_not_found",
-            ErrorCode::NotFound => "not_found",
-            ErrorCode::MethodNotAllowed => "method_not_allowed",
-            ErrorCode::LockHeld => "lock_held",
-            ErrorCode::Timeout => "timeout",
-            ErrorCode::NotHolder => "not_holder",
-            ErrorCode::CasFailed => "cas_failed",
-            ErrorCode::LimitMismatch => "limit_mismatch",
-            ErrorCode::NotWaiting => "not_waiting",
-            ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
-            ErrorCode::MembershipChangeRefused => "membership_change_refused",
-            ErrorCode::Stale => "stale",
-            ErrorCode::Compacted => "compacted",
-            ErrorCode::PayloadTooLarge => "payload_too_large",
-            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
-            ErrorCode::RateLimited => "rate_limited",
-            ErrorCode::QuotaExceeded => "quota_exceeded",
-            ErrorCode::Internal => "internal",
-            ErrorCode::NoLeader => "no_leader",
-            ErrorCode::Unavailable => "unavailable",
-            ErrorCode::Indeterminate => "indeterminate",
-        }
-    }
-
-    /// The HTTP status that carries it.
-    pub fn status(self) -> u16 {
-        match self {
-            ErrorCode::BadRequest => 400,
-            ErrorCode::Unauthenticated => 401,
-            ErrorCode::PermissionDenied => 403,
-            ErrorCode::LeaseNotFound
-            | ErrorCode::KeyNotFound
-            | ErrorCode::LockNotFound
-            | ErrorCode::NotFound => 404,
-            ErrorCode::MethodNotAllowed => 405,
-            ErrorCode::LockHeld
-            | ErrorCode::Timeout
-            | ErrorCode::NotHolder
-            | ErrorCode::CasFailed
-            | ErrorCode::LimitMismatch
-            | ErrorCode::NotWaiting
-            | ErrorCode::MembershipChangeRefused
-            | ErrorCode::Stale => 409,
-            ErrorCode::IdempotencyKeyReused => 422,
-            ErrorCode::Compacted => 410,
-            ErrorCode::PayloadTooLarge => 413,
-            ErrorCode::UnsupportedMediaType => 415,
-            ErrorCode::RateLimited | ErrorCode::QuotaExceeded => 429,
-            ErrorCode::Internal => 500,
-            ErrorCode::NoLeader | ErrorCode::Unavailable => 503,
-            ErrorCode::Indeterminate => 504,
-        }
-    }
+// The one list of error codes: the variant, its string in the body, its HTTP status.
+error_codes! {
+    /// Malformed input, an unknown field, a limit, a bad name (400).
+    BadRequest = "bad_request", 400;
+    /// No valid bearer token where one is required (401).
+    Unauthenticated = "unauthenticated", 401;
+    /// The principal may not do this to that resource (403).
+    PermissionDenied = "permission_denied", 403;
+    /// No such lease (404).
+    LeaseNotFound = "lease_not_found", 404;
+    /// No such key (404).
+    KeyNotFound = "key_not_found", 404;
+    /// No holder or waiter to force-release (404).
+    LockNotFound = "lock_not_found", 404;
+    /// No such endpoint (404).
+    NotFound = "not_found", 404;
+    /// Wrong method on an endpoint (405).
+    MethodNotAllowed = "method_not_allowed", 405;
+    /// A try-acquire found the resource busy (409).
+    LockHeld = "lock_held", 409;
+    /// A held-open acquire's deadline passed first (409).
+    Timeout = "timeout", 409;
+    /// The caller does not hold that grant (409).
+    NotHolder = "not_holder", 409;
+    /// A compare-and-set expectation did not hold (409).
+    CasFailed = "cas_failed", 409;
+    /// A semaphore is in use with another limit (409).
+    LimitMismatch = "limit_mismatch", 409;
+    /// The waiting request's queue entry is gone (409).
+    NotWaiting = "not_waiting", 409;
+    /// An idempotency key reused for another request (422).
+    IdempotencyKeyReused = "idempotency_key_reused", 422;
+    /// A membership change was refused (409).
+    MembershipChangeRefused = "membership_change_refused", 409;
+    /// A command that no longer matches the state (409).
+    Stale = "stale", 409;
+    /// The watch start is older than the event window (410).
+    Compacted = "compacted", 410;
+    /// A body or value over its limit (413).
+    PayloadTooLarge = "payload_too_large", 413;
+    /// A body sent without `Content-Type: application/json` (415).
+    UnsupportedMediaType = "unsupported_media_type", 415;
+    /// A queue at its bound, or the principal's request rate (429).
+    RateLimited = "rate_limited", 429;
+    /// A principal's quota on leases, keys, bytes, waiters or watches (429).
+    QuotaExceeded = "quota_exceeded", 429;
+    /// An internal inconsistency of the server: a bug, logged with the request id (500).
+    Internal = "internal", 500;
+    /// No leader is known: nothing happened (503).
+    NoLeader = "no_leader", 503;
+    /// The node cannot serve now: nothing happened (503).
+    Unavailable = "unavailable", 503;
+    /// A write was sent and not confirmed: it may have happened (504).
+    Indeterminate = "indeterminate", 504;
 }
 
 impl std::fmt::Display for ErrorCode {
@@ -326,37 +291,17 @@ mod tests {
 
     #[test]
     fn every_code_string_matches_its_serde_name() {
-        let all = [
-            ErrorCode::BadRequest,
-            ErrorCode::Unauthenticated,
-            ErrorCode::PermissionDenied,
-            ErrorCode::LeaseNotFound,
-            ErrorCode::KeyNotFound,
-            ErrorCode::LockNotFound,
-            ErrorCode::NotFound,
-            ErrorCode::MethodNotAllowed,
-            ErrorCode::LockHeld,
-            ErrorCode::Timeout,
-            ErrorCode::NotHolder,
-            ErrorCode::CasFailed,
-            ErrorCode::LimitMismatch,
-            ErrorCode::NotWaiting,
-            ErrorCode::IdempotencyKeyReused,
-            ErrorCode::MembershipChangeRefused,
-            ErrorCode::Stale,
-            ErrorCode::Compacted,
-            ErrorCode::PayloadTooLarge,
-            ErrorCode::UnsupportedMediaType,
-            ErrorCode::RateLimited,
-            ErrorCode::QuotaExceeded,
-            ErrorCode::Internal,
-            ErrorCode::NoLeader,
-            ErrorCode::Unavailable,
-            ErrorCode::Indeterminate,
-        ];
-        for code in all {
+        for &code in ErrorCode::ALL {
             assert_eq!(serde_json::to_value(code).unwrap(), json!(code.as_str()));
             assert!((400..600).contains(&code.status()));
+            // Each code has its typed detail under the same string: an unknown string
+            // would parse as `Unknown`; a known one parses, or misses its details.
+            if let Ok(detail) =
+                serde_json::from_value::<ErrorDetail>(json!({"code": code.as_str()}))
+            {
+                assert_eq!(detail.code(), Some(code));
+            }
         }
+        assert_eq!(ErrorCode::ALL.len(), 26);
     }
 }

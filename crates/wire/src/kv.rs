@@ -147,13 +147,7 @@ pub enum CompareValue {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Compare {
     /// The key.
-    #[cfg_attr(
-        feature = "openapi",
-        schema(
-            min_length = 1,
-            pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"
-        )
-    )]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, pattern = "{word}"))]
     pub key: String,
     /// What to compare.
     pub target: CompareTarget,
@@ -171,13 +165,7 @@ pub enum TxnOp {
     /// Put a key.
     Put {
         /// The key.
-        #[cfg_attr(
-            feature = "openapi",
-            schema(
-                min_length = 1,
-                pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"
-            )
-        )]
+        #[cfg_attr(feature = "openapi", schema(min_length = 1, pattern = "{word}"))]
         key: String,
         /// The value.
         value: String,
@@ -188,36 +176,19 @@ pub enum TxnOp {
     /// Delete a key.
     Delete {
         /// The key.
-        #[cfg_attr(
-            feature = "openapi",
-            schema(
-                min_length = 1,
-                pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"
-            )
-        )]
+        #[cfg_attr(feature = "openapi", schema(min_length = 1, pattern = "{word}"))]
         key: String,
     },
     /// Delete keys under a prefix.
     DeletePrefix {
         /// The prefix.
-        #[cfg_attr(
-            feature = "openapi",
-            schema(
-                min_length = 1,
-                pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"
-            )
-        )]
+        #[cfg_attr(feature = "openapi", schema(min_length = 1, pattern = "{word}"))]
         prefix: String,
     },
     /// Read keys under a prefix (sees earlier operations of the txn).
     Range {
         /// The prefix.
-        #[cfg_attr(
-            feature = "openapi",
-            schema(
-                pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]*$"
-            )
-        )]
+        #[cfg_attr(feature = "openapi", schema(pattern = "{text}"))]
         prefix: String,
         /// At most this many (default 100).
         #[serde(default, skip_serializing_if = "Option::is_none")]

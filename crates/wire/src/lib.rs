@@ -9,6 +9,8 @@
 //! - Errors are [`ErrorBody`]: an [`ErrorDetail`] typed per code (with that code's details)
 //!   and a message; [`ErrorCode`] gives each code's string and HTTP status.
 //! - With the `openapi` feature every type derives `utoipa::ToSchema`.
+//! - [`paths`] holds every path of the API, and [`names`] what a name may contain: the
+//!   server's router, its OpenAPI document and the client use them.
 //!
 //! The Jepsen harness deliberately does not use this crate: it checks the server as a black
 //! box, and a harness that shared these types would share their mistakes.
@@ -19,6 +21,8 @@ mod event;
 mod kv;
 mod lease;
 mod lock;
+pub mod names;
+pub mod paths;
 mod query;
 mod stats;
 

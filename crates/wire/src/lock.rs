@@ -37,12 +37,7 @@ pub struct AcquireRequest {
     pub lease_id: u64,
     /// Who holds it within the lease (default "").
     #[serde(default)]
-    #[cfg_attr(
-        feature = "openapi",
-        schema(
-            pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]*$"
-        )
-    )]
+    #[cfg_attr(feature = "openapi", schema(pattern = "{text}"))]
     pub owner: String,
     /// Exclusive (default) or shared.
     #[serde(default)]
@@ -68,12 +63,7 @@ pub struct ReleaseRequest {
     pub lease_id: u64,
     /// The holder's owner (default "").
     #[serde(default)]
-    #[cfg_attr(
-        feature = "openapi",
-        schema(
-            pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]*$"
-        )
-    )]
+    #[cfg_attr(feature = "openapi", schema(pattern = "{text}"))]
     pub owner: String,
     /// If given, only the grant with this fence is released.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,12 +92,7 @@ pub struct SemaphoreAcquireRequest {
     pub lease_id: u64,
     /// Who holds it within the lease (default "").
     #[serde(default)]
-    #[cfg_attr(
-        feature = "openapi",
-        schema(
-            pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]*$"
-        )
-    )]
+    #[cfg_attr(feature = "openapi", schema(pattern = "{text}"))]
     pub owner: String,
     /// The semaphore's limit; must match while it is in use.
     #[cfg_attr(feature = "openapi", schema(minimum = 1))]

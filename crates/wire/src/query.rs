@@ -31,12 +31,7 @@ pub struct ReadParams {
 pub struct LockListParams {
     /// Only names under this prefix.
     #[serde(default)]
-    #[cfg_attr(
-        feature = "openapi",
-        param(
-            pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]*$"
-        )
-    )]
+    #[cfg_attr(feature = "openapi", param(pattern = "{text}"))]
     pub prefix: String,
     /// At most this many (default 1 000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -79,12 +74,7 @@ pub struct LeaseListParams {
 pub struct LockStatsParams {
     /// Only names under this prefix.
     #[serde(default)]
-    #[cfg_attr(
-        feature = "openapi",
-        param(
-            pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]*$"
-        )
-    )]
+    #[cfg_attr(feature = "openapi", param(pattern = "{text}"))]
     pub prefix: String,
     /// Only this kind (default: every kind).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -103,12 +93,7 @@ pub struct LockStatsParams {
 pub struct RangeParams {
     /// Only keys under this prefix.
     #[serde(default)]
-    #[cfg_attr(
-        feature = "openapi",
-        param(
-            pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]*$"
-        )
-    )]
+    #[cfg_attr(feature = "openapi", param(pattern = "{text}"))]
     pub prefix: String,
     /// At most this many (default 1 000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -136,13 +121,7 @@ pub struct DeleteParams {
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
 pub struct DeletePrefixParams {
     /// The prefix: a name (not empty, no `.` or `..` segment).
-    #[cfg_attr(
-        feature = "openapi",
-        param(
-            min_length = 1,
-            pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"
-        )
-    )]
+    #[cfg_attr(feature = "openapi", param(min_length = 1, pattern = "{name}"))]
     pub prefix: String,
 }
 
@@ -156,54 +135,32 @@ pub struct WatchParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(
         feature = "openapi",
-        param(
-            nullable = false,
-            min_length = 1,
-            pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"
-        )
+        param(nullable = false, min_length = 1, pattern = "{name}")
     )]
     pub key: Option<String>,
     /// Keys under a prefix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(
-        feature = "openapi",
-        param(
-            nullable = false,
-            pattern = r"^[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]*$"
-        )
-    )]
+    #[cfg_attr(feature = "openapi", param(nullable = false, pattern = "{text}"))]
     pub prefix: Option<String>,
     /// One lock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(
         feature = "openapi",
-        param(
-            nullable = false,
-            min_length = 1,
-            pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"
-        )
+        param(nullable = false, min_length = 1, pattern = "{name}")
     )]
     pub lock: Option<String>,
     /// One semaphore.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(
         feature = "openapi",
-        param(
-            nullable = false,
-            min_length = 1,
-            pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"
-        )
+        param(nullable = false, min_length = 1, pattern = "{name}")
     )]
     pub semaphore: Option<String>,
     /// One election.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(
         feature = "openapi",
-        param(
-            nullable = false,
-            min_length = 1,
-            pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"
-        )
+        param(nullable = false, min_length = 1, pattern = "{name}")
     )]
     pub election: Option<String>,
     /// One lease and everything it owns.

@@ -8,13 +8,13 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use baton_wire::{ErrorCode, ErrorDetail};
+use baton_wire::{ErrorCode, ErrorDetail, paths};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 /// Paths that never need a token: health, and the console's page (its data calls are `/v1`
 /// requests with the user's token); every path under `/ui/` (its script and style) too.
-pub const OPEN_PATHS: [&str; 4] = ["/", "/ui", "/healthz", "/readyz"];
+pub const OPEN_PATHS: [&str; 4] = ["/", "/ui", paths::HEALTHZ, paths::READYZ];
 
 /// Whether `path` answers without a token ([`OPEN_PATHS`], or under `/ui/`).
 pub fn is_open_path(path: &str) -> bool {
@@ -89,7 +89,7 @@ pub(super) fn admit(state: &AppState, request: &Request) -> Result<Authz, Box<Re
     let Some(auth) = &state.auth else {
         return Ok(Authz::Open);
     };
-    if is_open_path(path) || (path == "/metrics" && state.config.metrics_open) {
+    if is_open_path(path) || (path == paths::METRICS && state.config.metrics_open) {
         return Ok(Authz::Open);
     }
     let token = request
@@ -116,7 +116,7 @@ pub(super) fn admit(state: &AppState, request: &Request) -> Result<Authz, Box<Re
     };
     let flow = auth.flow(&principal.name);
     flow.requests.fetch_add(1, Ordering::Relaxed);
-    if path == "/metrics" && !(principal.admin || principal.metrics) {
+    if path == paths::METRICS && !(principal.admin || principal.metrics) {
         flow.permission_denied.fetch_add(1, Ordering::Relaxed);
         return Err(Box::new(error_response(
             ErrorDetail::PermissionDenied,

@@ -16,7 +16,7 @@ use baton_wire::{
 
 /// The cluster as this node sees it: leader, term, revision, commit index, members with
 /// roles, addresses and replication progress (on the leader), and the limits on input.
-#[utoipa::path(get, path = "/v1/cluster", operation_id = "cluster_status",
+#[utoipa::path(get, path = baton_wire::paths::CLUSTER, operation_id = "cluster_status",
     responses(
         (status = 200, description = "The cluster as this node sees it", body = ClusterStatus),
         crate::openapi::Internal,
@@ -80,7 +80,7 @@ pub(crate) fn status_of(state: &AppState) -> ClusterStatus {
 
 /// Replication as the leader sees it: each member's matched index and how many entries it
 /// is behind. Any node answers, by asking the leader.
-#[utoipa::path(get, path = "/v1/cluster/replication", operation_id = "cluster_replication",
+#[utoipa::path(get, path = baton_wire::paths::CLUSTER_REPLICATION, operation_id = "cluster_replication",
     responses(
         (status = 200, description = "Each member's replication progress, from the leader", body = ReplicationResponse),
         crate::openapi::Internal,
@@ -124,7 +124,7 @@ pub(crate) async fn replication(
 /// It joins as a learner and votes once caught up; if it does not catch up in time it is
 /// removed again and the call fails with the voters unchanged. Any node takes the call and
 /// forwards it to the leader.
-#[utoipa::path(post, path = "/v1/cluster/members", operation_id = "cluster_add_member", request_body = AddMemberRequest,
+#[utoipa::path(post, path = baton_wire::paths::CLUSTER_MEMBERS, operation_id = "cluster_add_member", request_body = AddMemberRequest,
     responses(
         (status = 200, description = "Added; the cluster after the change", body = ClusterStatus),
         (status = 409, description = "`membership_change_refused`: the new member does not answer with its id or did not catch up in time, an address already in use, another change in progress", body = baton_wire::ErrorBody),
@@ -152,7 +152,7 @@ pub(crate) async fn add_member(
 
 /// Removes a member, unless fewer reachable, caught-up voters than a quorum would be left
 /// (stop the removed node afterwards). Any node takes the call and forwards it.
-#[utoipa::path(delete, path = "/v1/cluster/members/{id}", operation_id = "cluster_remove_member",
+#[utoipa::path(delete, path = baton_wire::paths::CLUSTER_MEMBER, operation_id = "cluster_remove_member",
     params(("id" = u64, Path, description = "The member's node id")),
     responses(
         (status = 200, description = "Removed; the cluster after the change", body = ClusterStatus),

@@ -10,14 +10,14 @@ use crate::queue;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
-use baton_state_machine::{Command, Fence, LeaseId, Proclaim, Resign, ResourceKind, Response};
+use baton_state_machine::{ResourceKind, Response};
 use baton_wire::*;
 
 /// Campaigns: leads at once, or waits as a candidate (held open) up to `wait_ms`.
-#[utoipa::path(post, path = "/v1/elections/{name}/campaign", operation_id = "elections_campaign", request_body = CampaignRequest,
+#[utoipa::path(post, path = baton_wire::paths::ELECTION_CAMPAIGN, operation_id = "elections_campaign", request_body = CampaignRequest,
     params(
-        ("name" = String, Path, description = "The election's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+        ("name" = String, Path, description = "The election's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = "{name}"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = "{idempotency_key}"),
     ),
     responses(
         (status = 200, description = "Leading", body = GrantResponse),
@@ -43,10 +43,10 @@ pub(crate) async fn campaign(
 }
 
 /// The leader sets a new value.
-#[utoipa::path(post, path = "/v1/elections/{name}/proclaim", operation_id = "elections_proclaim", request_body = ProclaimRequest,
+#[utoipa::path(post, path = baton_wire::paths::ELECTION_PROCLAIM, operation_id = "elections_proclaim", request_body = ProclaimRequest,
     params(
-        ("name" = String, Path, description = "The election's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+        ("name" = String, Path, description = "The election's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = "{name}"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = "{idempotency_key}"),
     ),
     responses(
         (status = 200, description = "Proclaimed", body = ProclaimResponse),
@@ -66,12 +66,8 @@ pub(crate) async fn proclaim(
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<ProclaimRequest>,
 ) -> ApiResult<Json<ProclaimResponse>> {
-    let command = Command::Proclaim(Proclaim {
-        name: state.checked_name(&authz, Namespace::Elections, &raw, Access::Write)?,
-        lease: LeaseId(body.lease_id),
-        fence: body.fence.map(Fence),
-        value: body.value,
-    });
+    let name = state.checked_name(&authz, Namespace::Elections, &raw, Access::Write)?;
+    let command = convert::proclaim(name, body);
     let applied = state.propose(&authz, key, command).await?;
     match applied.response {
         Response::Proclaimed { fence } => Ok(Json(ProclaimResponse {
@@ -83,10 +79,10 @@ pub(crate) async fn proclaim(
 }
 
 /// The leader steps down (the next candidate leads at once), or a candidate withdraws.
-#[utoipa::path(post, path = "/v1/elections/{name}/resign", operation_id = "elections_resign", request_body = ResignRequest,
+#[utoipa::path(post, path = baton_wire::paths::ELECTION_RESIGN, operation_id = "elections_resign", request_body = ResignRequest,
     params(
-        ("name" = String, Path, description = "The election's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+        ("name" = String, Path, description = "The election's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = "{name}"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = "{idempotency_key}"),
     ),
     responses(
         (status = 200, description = "Resigned, or the candidacy withdrawn", body = ReleaseResponse),
@@ -106,18 +102,15 @@ pub(crate) async fn resign(
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<ResignRequest>,
 ) -> ApiResult<Json<ReleaseResponse>> {
-    let command = Command::Resign(Resign {
-        name: state.checked_name(&authz, Namespace::Elections, &raw, Access::Write)?,
-        lease: LeaseId(body.lease_id),
-        fence: body.fence.map(Fence),
-    });
+    let name = state.checked_name(&authz, Namespace::Elections, &raw, Access::Write)?;
+    let command = convert::resign(name, body);
     shared::release_with(&state, &authz, key, command).await
 }
 
 /// The current leader, its value and fence.
-#[utoipa::path(get, path = "/v1/elections/{name}", operation_id = "elections_get",
+#[utoipa::path(get, path = baton_wire::paths::ELECTION, operation_id = "elections_get",
     params(
-        ("name" = String, Path, description = "The election's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
+        ("name" = String, Path, description = "The election's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = "{name}"),
         ReadParams,
     ),
     responses(
@@ -145,7 +138,7 @@ pub(crate) async fn get(
 }
 
 /// Elections with a leader or candidates, by name prefix.
-#[utoipa::path(get, path = "/v1/elections", operation_id = "elections_list",
+#[utoipa::path(get, path = baton_wire::paths::ELECTIONS, operation_id = "elections_list",
     params(LockListParams),
     responses(
         (status = 200, description = "Elections in use", body = ElectionListResponse),

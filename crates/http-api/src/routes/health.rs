@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use baton_wire::{HealthResponse, ReadyResponse};
 
 /// The process is up.
-#[utoipa::path(get, path = "/healthz", operation_id = "health_healthz",
+#[utoipa::path(get, path = baton_wire::paths::HEALTHZ, operation_id = "health_healthz",
     responses((status = 200, description = "The process serves", body = HealthResponse)))]
 pub(crate) async fn healthz() -> Json<HealthResponse> {
     Json(HealthResponse {
@@ -20,7 +20,7 @@ pub(crate) async fn healthz() -> Json<HealthResponse> {
 
 /// This node is a member of the configuration it knows, a leader is known, and it has
 /// applied what it knows to be committed.
-#[utoipa::path(get, path = "/readyz", operation_id = "health_readyz", responses(
+#[utoipa::path(get, path = baton_wire::paths::READYZ, operation_id = "health_readyz", responses(
     (status = 200, description = "Ready", body = ReadyResponse),
     (status = 503, description = "Not ready: not (or not yet, or no longer) a member, no leader known, or behind the commit index", body = ReadyResponse),
 ))]
@@ -41,7 +41,7 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
 }
 
 /// Prometheus text exposition.
-#[utoipa::path(get, path = "/metrics", operation_id = "health_metrics", responses((status = 200, description = "Prometheus metrics in the OpenMetrics text format",
+#[utoipa::path(get, path = baton_wire::paths::METRICS, operation_id = "health_metrics", responses((status = 200, description = "Prometheus metrics in the OpenMetrics text format",
         content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8", body = String)))]
 pub(crate) async fn metrics(State(state): State<AppState>, authz: Authz) -> Response {
     // Per-lock and per-principal series name what they count: an admin (or a node without
@@ -65,7 +65,7 @@ pub(crate) async fn metrics(State(state): State<AppState>, authz: Authz) -> Resp
 
 /// This document: generated from the handlers and wire types, with the limits this node
 /// enforces filled in.
-#[utoipa::path(get, path = "/v1/openapi.json", operation_id = "health_openapi",
+#[utoipa::path(get, path = baton_wire::paths::OPENAPI, operation_id = "health_openapi",
     responses((status = 200, description = "The OpenAPI 3.1 document", body = Object)))]
 pub(crate) async fn openapi(State(state): State<AppState>) -> Json<serde_json::Value> {
     Json(crate::openapi::document(

@@ -10,16 +10,14 @@ use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use baton_state_machine::{
-    Command, Delete, DeletePrefix, LeaseId, Put, PutSequential, Response, Revision,
-};
+use baton_state_machine::Response;
 use baton_wire::*;
 
 /// Writes a key; `prev_revision` makes it a compare-and-set on `mod_revision`.
-#[utoipa::path(put, path = "/v1/kv/{key}", operation_id = "kv_put", request_body = PutRequest,
+#[utoipa::path(put, path = baton_wire::paths::KV_KEY, operation_id = "kv_put", request_body = PutRequest,
     params(
-        ("key" = String, Path, description = "The key (may contain `/`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+        ("key" = String, Path, description = "The key (may contain `/`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = "{name}"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = "{idempotency_key}"),
     ),
     responses(
         (status = 200, description = "Written", body = PutResponse),
@@ -39,22 +37,18 @@ pub(crate) async fn put(
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<PutRequest>,
 ) -> ApiResult<Json<PutResponse>> {
-    let command = Command::Put(Put {
-        key: state.checked_name(&authz, Namespace::Keys, &raw, Access::Write)?,
-        value: body.value,
-        lease: body.lease_id.map(LeaseId),
-        prev_revision: body.prev_revision.map(Revision),
-    });
+    let key = state.checked_name(&authz, Namespace::Keys, &raw, Access::Write)?;
+    let command = convert::put(key, body);
     Ok(Json(put_answer(
         state.propose(&authz, idem, command).await?,
     )?))
 }
 
 /// Creates `prefix` + a zero-padded, strictly increasing suffix.
-#[utoipa::path(post, path = "/v1/kv/{key}", operation_id = "kv_create_sequential", request_body = SequentialRequest,
+#[utoipa::path(post, path = baton_wire::paths::KV_KEY, operation_id = "kv_create_sequential", request_body = SequentialRequest,
     params(
-        ("key" = String, Path, description = "The prefix of the new key, which is the prefix followed by a zero-padded revision (may contain `/`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+        ("key" = String, Path, description = "The prefix of the new key, which is the prefix followed by a zero-padded revision (may contain `/`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = "{name}"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = "{idempotency_key}"),
     ),
     responses(
         (status = 201, description = "Created", body = PutResponse),
@@ -74,11 +68,8 @@ pub(crate) async fn create_sequential(
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<SequentialRequest>,
 ) -> ApiResult<(StatusCode, Json<PutResponse>)> {
-    let command = Command::PutSequential(PutSequential {
-        prefix: state.checked_name(&authz, Namespace::Keys, &raw, Access::Write)?,
-        value: body.value,
-        lease: body.lease_id.map(LeaseId),
-    });
+    let prefix = state.checked_name(&authz, Namespace::Keys, &raw, Access::Write)?;
+    let command = convert::put_sequential(prefix, body);
     let answer = put_answer(state.propose(&authz, idem, command).await?)?;
     Ok((StatusCode::CREATED, Json(answer)))
 }
@@ -100,9 +91,9 @@ fn put_answer(applied: baton_state_machine::Applied) -> ApiResult<PutResponse> {
 }
 
 /// Reads a key.
-#[utoipa::path(get, path = "/v1/kv/{key}", operation_id = "kv_get",
+#[utoipa::path(get, path = baton_wire::paths::KV_KEY, operation_id = "kv_get",
     params(
-        ("key" = String, Path, description = "The key (may contain `/`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
+        ("key" = String, Path, description = "The key (may contain `/`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = "{name}"),
         ReadParams,
     ),
     responses(
@@ -130,7 +121,7 @@ pub(crate) async fn get(
 }
 
 /// Keys under a prefix, in order.
-#[utoipa::path(get, path = "/v1/kv", operation_id = "kv_range",
+#[utoipa::path(get, path = baton_wire::paths::KV, operation_id = "kv_range",
     params(RangeParams),
     responses(
         (status = 200, description = "Keys under the prefix", body = RangeResponse),
@@ -164,11 +155,11 @@ pub(crate) async fn range(
 }
 
 /// Deletes a key (compare-and-set with `?prev_revision=`).
-#[utoipa::path(delete, path = "/v1/kv/{key}", operation_id = "kv_delete",
+#[utoipa::path(delete, path = baton_wire::paths::KV_KEY, operation_id = "kv_delete",
     params(
-        ("key" = String, Path, description = "The key (may contain `/`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
+        ("key" = String, Path, description = "The key (may contain `/`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = "{name}"),
         DeleteParams,
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = "{idempotency_key}"),
     ),
     responses(
         (status = 200, description = "Deleted", body = DeleteResponse),
@@ -187,18 +178,16 @@ pub(crate) async fn delete(
     ApiPath(raw): ApiPath<String>,
     ApiQuery(params): ApiQuery<DeleteParams>,
 ) -> ApiResult<Json<DeleteResponse>> {
-    let command = Command::Delete(Delete {
-        key: state.checked_name(&authz, Namespace::Keys, &raw, Access::Write)?,
-        prev_revision: params.prev_revision.map(Revision),
-    });
+    let key = state.checked_name(&authz, Namespace::Keys, &raw, Access::Write)?;
+    let command = convert::delete(key, params);
     delete_answer(state.propose(&authz, idem, command).await?)
 }
 
 /// Deletes every key under a non-empty prefix, in one revision.
-#[utoipa::path(delete, path = "/v1/kv", operation_id = "kv_delete_prefix",
+#[utoipa::path(delete, path = baton_wire::paths::KV, operation_id = "kv_delete_prefix",
     params(
         DeletePrefixParams,
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = "{idempotency_key}"),
     ),
     responses(
         (status = 200, description = "Deleted", body = DeleteResponse),
@@ -214,9 +203,8 @@ pub(crate) async fn delete_prefix(
     IdempotencyKey(idem): IdempotencyKey,
     ApiQuery(params): ApiQuery<DeletePrefixParams>,
 ) -> ApiResult<Json<DeleteResponse>> {
-    let command = Command::DeletePrefix(DeletePrefix {
-        prefix: state.checked_name(&authz, Namespace::Keys, &params.prefix, Access::Write)?,
-    });
+    let prefix = state.checked_name(&authz, Namespace::Keys, &params.prefix, Access::Write)?;
+    let command = convert::delete_prefix(prefix);
     delete_answer(state.propose(&authz, idem, command).await?)
 }
 

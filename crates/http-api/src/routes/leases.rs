@@ -9,13 +9,13 @@ use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use baton_state_machine::{Command, LeaseGrant, LeaseId, LeaseRevoke, Response};
+use baton_state_machine::{LeaseId, Response};
 use baton_wire::*;
 
 /// Grants a lease.
-#[utoipa::path(post, path = "/v1/leases", operation_id = "leases_grant", request_body = LeaseGrantRequest,
+#[utoipa::path(post, path = baton_wire::paths::LEASES, operation_id = "leases_grant", request_body = LeaseGrantRequest,
     params(
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = "{idempotency_key}"),
     ),
     responses(
         (status = 201, description = "The lease", body = LeaseResponse),
@@ -33,13 +33,7 @@ pub(crate) async fn grant(
     JsonBody(body): JsonBody<LeaseGrantRequest>,
 ) -> ApiResult<(StatusCode, Json<LeaseResponse>)> {
     let applied = state
-        .propose(
-            &authz,
-            key,
-            Command::LeaseGrant(LeaseGrant {
-                ttl_ms: body.ttl_ms,
-            }),
-        )
+        .propose(&authz, key, convert::lease_grant(body))
         .await?;
     let Response::LeaseGranted { lease, ttl_ms } = applied.response else {
         return Err(ApiError::internal(&applied.response));
@@ -55,7 +49,7 @@ pub(crate) async fn grant(
 }
 
 /// Keeps a lease alive; the answer's TTL counts from when the request was sent.
-#[utoipa::path(post, path = "/v1/leases/{id}/keepalive", operation_id = "leases_keepalive",
+#[utoipa::path(post, path = baton_wire::paths::LEASE_KEEPALIVE, operation_id = "leases_keepalive",
     params(("id" = u64, Path, description = "The lease id")),
     responses(
         (status = 200, description = "Kept alive", body = KeepaliveResponse),
@@ -81,7 +75,7 @@ pub(crate) async fn keepalive(
 }
 
 /// A lease, its remaining TTL on the leader's clock, and what it owns.
-#[utoipa::path(get, path = "/v1/leases/{id}", operation_id = "leases_get",
+#[utoipa::path(get, path = baton_wire::paths::LEASE, operation_id = "leases_get",
     params(
         ("id" = u64, Path, description = "The lease id"),
         ReadParams,
@@ -127,7 +121,7 @@ pub(crate) async fn get(
 
 /// Live leases in id order; with `detail`, each one's remaining TTL (asked of the leader
 /// in one round), keys and claims.
-#[utoipa::path(get, path = "/v1/leases", operation_id = "leases_list",
+#[utoipa::path(get, path = baton_wire::paths::LEASES, operation_id = "leases_list",
     params(LeaseListParams),
     responses(
         (status = 200, description = "Live leases", body = LeaseListResponse),
@@ -212,10 +206,10 @@ fn claims(claims: Vec<(baton_state_machine::ResourceId, String)>) -> Vec<Claim> 
 }
 
 /// Revokes a lease: everything it owns goes in the same revision.
-#[utoipa::path(delete, path = "/v1/leases/{id}", operation_id = "leases_revoke",
+#[utoipa::path(delete, path = baton_wire::paths::LEASE, operation_id = "leases_revoke",
     params(
         ("id" = u64, Path, description = "The lease id"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = "{idempotency_key}"),
     ),
     responses(
         (status = 200, description = "Revoked", body = RevokeResponse),
@@ -233,11 +227,7 @@ pub(crate) async fn revoke(
     ApiPath(id): ApiPath<u64>,
 ) -> ApiResult<Json<RevokeResponse>> {
     let applied = state
-        .propose(
-            &authz,
-            key,
-            Command::LeaseRevoke(LeaseRevoke { lease: LeaseId(id) }),
-        )
+        .propose(&authz, key, convert::lease_revoke(id))
         .await?;
     let Response::LeaseEnded {
         keys_deleted,

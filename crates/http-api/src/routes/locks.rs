@@ -12,15 +12,15 @@ use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use baton_state_machine::{Command, Fence, ForceRelease, ResourceId, ResourceKind, Response};
+use baton_state_machine::{Fence, ResourceId, ResourceKind, Response};
 use baton_wire::*;
 
 /// Acquires a lock; with `wait_ms > 0` the request is held open until the grant or the
 /// deadline.
-#[utoipa::path(post, path = "/v1/locks/{name}/acquire", operation_id = "locks_acquire", request_body = AcquireRequest,
+#[utoipa::path(post, path = baton_wire::paths::LOCK_ACQUIRE, operation_id = "locks_acquire", request_body = AcquireRequest,
     params(
-        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = "{name}"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = "{idempotency_key}"),
     ),
     responses(
         (status = 200, description = "Granted", body = GrantResponse),
@@ -46,10 +46,10 @@ pub(crate) async fn acquire(
 }
 
 /// Releases a lock (one re-entrant count), or cancels a queued acquire.
-#[utoipa::path(post, path = "/v1/locks/{name}/release", operation_id = "locks_release", request_body = ReleaseRequest,
+#[utoipa::path(post, path = baton_wire::paths::LOCK_RELEASE, operation_id = "locks_release", request_body = ReleaseRequest,
     params(
-        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = "{name}"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = "{idempotency_key}"),
     ),
     responses(
         (status = 200, description = "Released, or the queued acquire cancelled", body = ReleaseResponse),
@@ -69,14 +69,14 @@ pub(crate) async fn release(
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<ReleaseRequest>,
 ) -> ApiResult<Json<ReleaseResponse>> {
-    let release = shared::release_of(&state, &authz, Namespace::Locks, &raw, body)?;
-    shared::release_with(&state, &authz, key, Command::LockRelease(release)).await
+    let name = state.checked_name(&authz, Namespace::Locks, &raw, Access::Write)?;
+    shared::release_with(&state, &authz, key, convert::lock_release(name, body)).await
 }
 
 /// Whether a fence is the current grant (linearizable).
-#[utoipa::path(post, path = "/v1/locks/{name}/check", operation_id = "locks_check", request_body = CheckRequest,
+#[utoipa::path(post, path = baton_wire::paths::LOCK_CHECK, operation_id = "locks_check", request_body = CheckRequest,
     params(
-        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
+        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = "{name}"),
     ),
     responses(
         (status = 200, description = "Whether the fence is current", body = CheckResponse),
@@ -106,9 +106,9 @@ pub(crate) async fn check(
 }
 
 /// A lock's holders and queue (empty if it is free).
-#[utoipa::path(get, path = "/v1/locks/{name}", operation_id = "locks_get",
+#[utoipa::path(get, path = baton_wire::paths::LOCK, operation_id = "locks_get",
     params(
-        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
+        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = "{name}"),
         ReadParams,
     ),
     responses(
@@ -129,7 +129,7 @@ pub(crate) async fn get(
 }
 
 /// Locks in use, by name prefix.
-#[utoipa::path(get, path = "/v1/locks", operation_id = "locks_list",
+#[utoipa::path(get, path = baton_wire::paths::LOCKS, operation_id = "locks_list",
     params(LockListParams),
     responses(
         (status = 200, description = "Locks in use", body = LockListResponse),
@@ -152,10 +152,10 @@ pub(crate) async fn list(
 }
 
 /// Admin force-release: every holder goes; needs the admin token when one is configured.
-#[utoipa::path(delete, path = "/v1/locks/{name}", operation_id = "locks_force_release",
+#[utoipa::path(delete, path = baton_wire::paths::LOCK, operation_id = "locks_force_release",
     params(
-        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+        ("name" = String, Path, description = "The lock's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = "{name}"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = "{idempotency_key}"),
     ),
     responses(
         (status = 200, description = "Every holder released", body = ForceReleaseResponse),
@@ -175,13 +175,9 @@ pub(crate) async fn force_release(
     ApiPath(raw): ApiPath<String>,
 ) -> ApiResult<Json<ForceReleaseResponse>> {
     state.require_admin(&authz, &headers)?;
-    let resource = ResourceId::lock(state.name("name", &raw)?);
+    let name = state.name("name", &raw)?;
     let applied = state
-        .propose(
-            &authz,
-            key,
-            Command::ForceRelease(ForceRelease { resource }),
-        )
+        .propose(&authz, key, convert::force_release(name))
         .await?;
     match applied.response {
         Response::ForceReleased { holders } => Ok(Json(ForceReleaseResponse {

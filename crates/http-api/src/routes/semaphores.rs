@@ -10,14 +10,14 @@ use crate::queue;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
-use baton_state_machine::{Command, ResourceId, ResourceKind};
+use baton_state_machine::{ResourceId, ResourceKind};
 use baton_wire::*;
 
 /// Acquires permits of a semaphore of `limit` permits.
-#[utoipa::path(post, path = "/v1/semaphores/{name}/acquire", operation_id = "semaphores_acquire", request_body = SemaphoreAcquireRequest,
+#[utoipa::path(post, path = baton_wire::paths::SEMAPHORE_ACQUIRE, operation_id = "semaphores_acquire", request_body = SemaphoreAcquireRequest,
     params(
-        ("name" = String, Path, description = "The semaphore's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+        ("name" = String, Path, description = "The semaphore's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = "{name}"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = "{idempotency_key}"),
     ),
     responses(
         (status = 200, description = "Granted", body = GrantResponse),
@@ -43,10 +43,10 @@ pub(crate) async fn acquire(
 }
 
 /// Releases a semaphore hold, or cancels a queued acquire.
-#[utoipa::path(post, path = "/v1/semaphores/{name}/release", operation_id = "semaphores_release", request_body = ReleaseRequest,
+#[utoipa::path(post, path = baton_wire::paths::SEMAPHORE_RELEASE, operation_id = "semaphores_release", request_body = ReleaseRequest,
     params(
-        ("name" = String, Path, description = "The semaphore's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+        ("name" = String, Path, description = "The semaphore's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = "{name}"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = "{idempotency_key}"),
     ),
     responses(
         (status = 200, description = "Released, or the queued acquire cancelled", body = ReleaseResponse),
@@ -66,14 +66,14 @@ pub(crate) async fn release(
     ApiPath(raw): ApiPath<String>,
     JsonBody(body): JsonBody<ReleaseRequest>,
 ) -> ApiResult<Json<ReleaseResponse>> {
-    let release = shared::release_of(&state, &authz, Namespace::Semaphores, &raw, body)?;
-    shared::release_with(&state, &authz, key, Command::SemaphoreRelease(release)).await
+    let name = state.checked_name(&authz, Namespace::Semaphores, &raw, Access::Write)?;
+    shared::release_with(&state, &authz, key, convert::semaphore_release(name, body)).await
 }
 
 /// A semaphore's holders, queue and limit.
-#[utoipa::path(get, path = "/v1/semaphores/{name}", operation_id = "semaphores_get",
+#[utoipa::path(get, path = baton_wire::paths::SEMAPHORE, operation_id = "semaphores_get",
     params(
-        ("name" = String, Path, description = "The semaphore's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = r"^(?!(.*/)?\.\.?(/|$))[^\u0000-\u001F\u007F-\u009F\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2069\uFEFF]+$"),
+        ("name" = String, Path, description = "The semaphore's name, one path segment (encode `/` as `%2F`): 1..=`name_bytes_max` bytes of UTF-8, no control characters, no `.` or `..` segment", min_length = 1, pattern = "{name}"),
         ReadParams,
     ),
     responses(
@@ -99,7 +99,7 @@ pub(crate) async fn get(
 }
 
 /// Semaphores in use, by name prefix.
-#[utoipa::path(get, path = "/v1/semaphores", operation_id = "semaphores_list",
+#[utoipa::path(get, path = baton_wire::paths::SEMAPHORES, operation_id = "semaphores_list",
     params(LockListParams),
     responses(
         (status = 200, description = "Semaphores in use", body = SemaphoreListResponse),

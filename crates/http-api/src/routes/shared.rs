@@ -1,29 +1,13 @@
-//! What the lock, semaphore and election routes share: the release answer, the release
-//! payload, the state of a queued resource, and the read parameters.
+//! What the lock, semaphore and election routes share: the release answer, the state of a
+//! queued resource, and the read parameters.
 
 use crate::auth::{Access, Authz, Namespace};
 use crate::convert;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use axum::Json;
-use baton_state_machine::{Command, Fence, LeaseId, Release, ResourceId, Response};
-use baton_wire::{Consistency, LockListParams, LockStateResponse, ReleaseRequest, ReleaseResponse};
-
-/// The release payload of a lock or semaphore release request.
-pub(crate) fn release_of(
-    state: &AppState,
-    authz: &Authz,
-    ns: Namespace,
-    raw: &str,
-    body: ReleaseRequest,
-) -> ApiResult<Release> {
-    Ok(Release {
-        name: state.checked_name(authz, ns, raw, Access::Write)?,
-        lease: LeaseId(body.lease_id),
-        owner: body.owner,
-        fence: body.fence.map(Fence),
-    })
-}
+use baton_state_machine::{Command, ResourceId, Response};
+use baton_wire::{Consistency, LockListParams, LockStateResponse, ReleaseResponse};
 
 /// Proposes a release-like command (release, resign, cancel) and shapes its answer.
 pub(crate) async fn release_with(

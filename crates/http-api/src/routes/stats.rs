@@ -15,7 +15,7 @@ const STATS_LIMIT_DEFAULT: usize = 100;
 
 /// Locks, semaphores and elections active in the last minute on this node, most
 /// contended first: grants per second, wait and hold percentiles, timeouts, expiries.
-#[utoipa::path(get, path = "/v1/stats/locks", operation_id = "stats_locks",
+#[utoipa::path(get, path = baton_wire::paths::STATS_LOCKS, operation_id = "stats_locks",
     params(LockStatsParams),
     responses(
         (status = 200, description = "Per-resource statistics over the window", body = LockStatsResponse),

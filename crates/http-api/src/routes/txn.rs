@@ -9,18 +9,13 @@ use crate::openapi::*;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
-use baton_state_machine::{
-    Command, Compare, CompareOp, CompareTarget, LeaseId, Response, Revision, Txn, TxnOp,
-};
+use baton_state_machine::Response;
 use baton_wire::{self as wire, TxnRequest, TxnResponse};
 
-/// Range limit of a txn read when none is given.
-const RANGE_LIMIT_DEFAULT: usize = 100;
-
 /// Runs a transaction.
-#[utoipa::path(post, path = "/v1/txn", operation_id = "txn_txn", request_body = TxnRequest,
+#[utoipa::path(post, path = baton_wire::paths::TXN, operation_id = "txn_txn", request_body = TxnRequest,
     params(
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = r"^[!-~]+$"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry safe: 1..=`idempotency_key_bytes_max` bytes of visible ASCII; a retry with the same key returns the first outcome", nullable = false, min_length = 1, pattern = "{idempotency_key}"),
     ),
     responses(
         (status = 200, description = "The branch that ran and its results", body = TxnResponse),
@@ -55,16 +50,8 @@ pub(crate) async fn txn(
             }
         }
     }
-    let txn = Txn {
-        compare: body
-            .compare
-            .into_iter()
-            .map(compare)
-            .collect::<ApiResult<_>>()?,
-        success: body.success.into_iter().map(op).collect(),
-        failure: body.failure.into_iter().map(op).collect(),
-    };
-    let applied = state.propose(&authz, idem, Command::Txn(txn)).await?;
+    let command = convert::txn(body)?;
+    let applied = state.propose(&authz, idem, command).await?;
     match applied.response {
         Response::Txn { succeeded, results } => Ok(Json(TxnResponse {
             succeeded,
@@ -72,59 +59,5 @@ pub(crate) async fn txn(
             revision: applied.revision.0,
         })),
         other => Err(ApiError::internal(other)),
-    }
-}
-
-fn compare(c: wire::Compare) -> ApiResult<Compare> {
-    let op = match c.op {
-        wire::CompareOp::Equal => CompareOp::Equal,
-        wire::CompareOp::NotEqual => CompareOp::NotEqual,
-        wire::CompareOp::Greater => CompareOp::Greater,
-        wire::CompareOp::Less => CompareOp::Less,
-    };
-    let target = match (c.target, c.value) {
-        (wire::CompareTarget::Value, wire::CompareValue::Text(v)) => CompareTarget::Value(v),
-        (wire::CompareTarget::Value, wire::CompareValue::Number(_)) => {
-            return Err(ApiError::bad_request(
-                "compare.value must be a string for value",
-            ));
-        }
-        (target, wire::CompareValue::Number(n)) => match target {
-            wire::CompareTarget::Version => CompareTarget::Version(n),
-            wire::CompareTarget::CreateRevision => CompareTarget::CreateRevision(Revision(n)),
-            wire::CompareTarget::ModRevision => CompareTarget::ModRevision(Revision(n)),
-            wire::CompareTarget::Lease => CompareTarget::Lease(LeaseId(n)),
-            wire::CompareTarget::Value => CompareTarget::Value(n.to_string()),
-        },
-        (target, wire::CompareValue::Text(_)) => {
-            return Err(ApiError::bad_request(format!(
-                "compare.value must be a number for {target:?}"
-            )));
-        }
-    };
-    Ok(Compare {
-        key: c.key,
-        target,
-        op,
-    })
-}
-
-fn op(op: wire::TxnOp) -> TxnOp {
-    match op {
-        wire::TxnOp::Put {
-            key,
-            value,
-            lease_id,
-        } => TxnOp::Put {
-            key,
-            value,
-            lease: lease_id.map(LeaseId),
-        },
-        wire::TxnOp::Delete { key } => TxnOp::Delete { key },
-        wire::TxnOp::DeletePrefix { prefix } => TxnOp::DeletePrefix { prefix },
-        wire::TxnOp::Range { prefix, limit } => TxnOp::Range {
-            prefix,
-            limit: limit.unwrap_or(RANGE_LIMIT_DEFAULT),
-        },
     }
 }

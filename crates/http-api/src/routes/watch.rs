@@ -80,7 +80,7 @@ fn permit(state: &AppState, authz: &Authz, filter: &EventFilter) -> ApiResult<()
 }
 
 /// Streams events matching the filter.
-#[utoipa::path(get, path = "/v1/watch", operation_id = "watch_watch",
+#[utoipa::path(get, path = baton_wire::paths::WATCH, operation_id = "watch_watch",
     params(
         WatchParams,
         ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this revision (the `id:` of the last event seen)", nullable = false),

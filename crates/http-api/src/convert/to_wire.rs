@@ -1,5 +1,4 @@
-//! The state machine's types to the wire's: the only place that knows both. The state
-//! machine stays free to change its types; the contract changes only in `baton-wire`.
+//! The state machine's types to the wire's: answers, errors and watch events.
 
 use baton_state_machine::{
     CancelReason, Demand, Event, EventKind, HolderInfo, KeyValue, Leader, LockDelay, LockState,
