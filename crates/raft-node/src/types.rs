@@ -114,8 +114,9 @@ pub type ClientWriteError = openraft::error::ClientWriteError<NodeId, NodeAddr>;
 pub type CheckIsLeaderError = openraft::error::CheckIsLeaderError<NodeId, NodeAddr>;
 
 /// The term this node leads, as its own Raft server metrics show: `Some(term)` when it is
-/// the leader and names itself leader, `None` otherwise. The crate's one leadership check; a
-/// quorum confirms it with a read index (`worker::reader::read_index`).
+/// the leader and names itself leader, `None` otherwise. The check of leader-only paths
+/// (`routed` goes by the known leader's id); a quorum confirms it with a read index
+/// (`worker::reader::read_index`).
 pub(crate) fn leading_term(metrics: &ServerMetrics) -> Option<u64> {
     let leads = metrics.state == openraft::ServerState::Leader
         && metrics.current_leader == Some(metrics.id);

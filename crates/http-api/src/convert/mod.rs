@@ -1,6 +1,7 @@
-//! Conversions between the state machine's types and the wire's: the only place in this
-//! crate that knows both. The state machine stays free to change its types; the contract
-//! changes only in `baton-wire`.
+//! Conversions between the state machine's types and the wire's, shared by the handlers:
+//! every `Command` is built here, and the values answers are made of (holders, keys,
+//! events, errors) are converted here. The state machine stays free to change its types;
+//! the contract changes only in `baton-wire`.
 //!
 //! - `to_wire.rs`: state-machine values to wire answers, errors and watch events.
 //! - `to_command.rs`: wire requests to the state-machine commands handlers propose.
