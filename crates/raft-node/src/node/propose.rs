@@ -110,13 +110,17 @@ impl Node {
         out
     }
 
-    /// Hands the proposal of request `id` to the proposer; where its entry landed (this
-    /// node must lead).
+    /// Hands the proposal of request `id` to the proposer; where its entry landed. A node
+    /// that does not lead says so (`ForwardToLeader`) before it hands anything over, so the
+    /// request can go to the leader. Once handed over, a refusal from Raft means the leader
+    /// stepped down and the entry may still commit: `Indeterminate`, never a redirect, or
+    /// the write could be applied twice (`worker::proposer::report`).
     pub(super) async fn submit(
         &self,
         id: RequestId,
         proposal: Proposal,
     ) -> Result<LogId, NodeError> {
+        self.require_leader()?;
         let bytes = bincode::serialized_size(&proposal).unwrap_or(0) as usize;
         let joins_queue = self.inner.config.queue_join_hold_us > 0
             && proposal

@@ -203,9 +203,18 @@ type WriteOutcome = Option<Result<WriteAnswer, oneshot::error::RecvError>>;
 fn report(outcome: WriteOutcome, within: Duration, landed: Vec<oneshot::Sender<Landed>>) {
     let fate = match outcome {
         Some(Ok(Ok(response))) => Ok(response.log_id),
-        Some(Ok(Err(ClientWriteError::ForwardToLeader(f)))) => Err(NodeError::ForwardToLeader {
-            leader: f.leader_id.zip(f.leader_node),
-        }),
+        // openraft says this both when it refuses an entry (not the leader) and when it
+        // truncates an uncommitted one, which may still commit on a node that holds a copy
+        // and wins the next election: sending the proposal again could apply it twice. The
+        // submitter checked leadership before handing it over (`Node::submit`), so it is
+        // the second case or a step-down in between: unknown, and the apply answers the
+        // request if the entry commits after all.
+        Some(Ok(Err(ClientWriteError::ForwardToLeader(f)))) => {
+            Err(NodeError::Indeterminate(format!(
+                "the leader stepped down before the entry committed (leader now: {:?}); it may still commit",
+                f.leader_id
+            )))
+        }
         Some(Ok(Err(other))) => Err(NodeError::Indeterminate(other.to_string())),
         // Raft dropped the responder: the entry may still commit elsewhere.
         Some(Err(_)) => Err(NodeError::Indeterminate(
@@ -236,7 +245,8 @@ mod tests {
     use std::sync::Mutex;
 
     /// A log that never answers its first entry (as openraft does for an entry a snapshot
-    /// install covered) and refuses every later one as a follower would.
+    /// install covered) and answers every later one `ForwardToLeader`, as openraft does
+    /// when it truncates an uncommitted entry.
     #[derive(Default)]
     struct Forgetful {
         kept: Arc<Mutex<Vec<oneshot::Sender<WriteAnswer>>>>,
@@ -463,8 +473,9 @@ mod tests {
             .await
             .expect("the second proposal goes out within a minute")
             .expect("the second caller is answered");
+        // Handed over, then refused: it may have been appended, so never a redirect.
         assert!(
-            matches!(second, Err(NodeError::ForwardToLeader { .. })),
+            matches!(second, Err(NodeError::Indeterminate(_))),
             "{second:?}"
         );
         assert!(started.elapsed() >= Duration::from_secs(5));
