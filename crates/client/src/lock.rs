@@ -134,7 +134,7 @@ impl Lease {
             attempts += 1;
             match self
                 .client()
-                .queue(&kind.path(kind.acquire(), name), body.clone(), wait)
+                .queue(&kind.acquire_path(name), body.clone(), wait)
                 .await
             {
                 Err(Error::NotWaiting) if attempts < 3 => continue,
@@ -301,7 +301,7 @@ impl LockGuard {
     /// section may have run unprotected for a while.
     pub async fn release(mut self) -> Result<()> {
         self.released = true;
-        let path = self.kind.path(self.kind.release(), &self.name);
+        let path = self.kind.release_path(&self.name);
         release(&self.lease, &path, &self.owner, self.fence).await
     }
 }
@@ -314,22 +314,21 @@ enum Kind {
 }
 
 impl Kind {
-    fn acquire(self) -> &'static str {
-        match self {
+    /// The acquire path of the resource `name`.
+    fn acquire_path(self, name: &str) -> String {
+        let path = match self {
             Kind::Lock => paths::LOCK_ACQUIRE,
             Kind::Semaphore => paths::SEMAPHORE_ACQUIRE,
-        }
+        };
+        paths::fill(path, &segment(name))
     }
 
-    fn release(self) -> &'static str {
-        match self {
+    /// The release path of the resource `name`.
+    fn release_path(self, name: &str) -> String {
+        let path = match self {
             Kind::Lock => paths::LOCK_RELEASE,
             Kind::Semaphore => paths::SEMAPHORE_RELEASE,
-        }
-    }
-
-    /// `path` for the resource `name` (one path segment).
-    fn path(self, path: &str, name: &str) -> String {
+        };
         paths::fill(path, &segment(name))
     }
 }
@@ -360,7 +359,7 @@ impl Drop for LockGuard {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let (lease, path, owner, fence) = (
                 self.lease.clone(),
-                self.kind.path(self.kind.release(), &self.name),
+                self.kind.release_path(&self.name),
                 self.owner.clone(),
                 self.fence,
             );
